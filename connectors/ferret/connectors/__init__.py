@@ -1,0 +1,1 @@
+"""Document sources: capability interfaces, a lazy registry and the connectors themselves."""

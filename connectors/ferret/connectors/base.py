@@ -1,0 +1,60 @@
+"""Capability interfaces of a connector, after Onyx's ``connectors/interfaces.py``.
+
+A connector class inherits the capabilities it has:
+
+- ``LoadConnector``: a full load of everything in the source;
+- ``PollConnector``: documents changed since a checkpoint;
+- ``SlimConnector``: the ids of every document still in the source, cheap, for pruning deletions;
+- ``PermissionConnector``: the ACL groups of a document, where the source has permissions.
+
+Connectors yield ``Document`` or ``SkippedItem``; they never raise for one bad item.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, ClassVar
+
+from ferret.connectors.models import Document, SkippedItem
+
+ConnectorOutput = Iterator[Document | SkippedItem]
+
+
+class BaseConnector(ABC):
+    """Common part of all connectors: a source kind and a config dict that round-trips through the database."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, **config: Any) -> None:
+        self.config = config
+
+    @property
+    def source_name(self) -> str:
+        """Name of the source the documents belong to, unique within a corpus."""
+        return str(self.config.get("name") or self.kind)
+
+
+class LoadConnector(BaseConnector):
+    @abstractmethod
+    def load_from_source(self) -> ConnectorOutput:
+        """Every document the source holds now."""
+
+
+class PollConnector(BaseConnector):
+    @abstractmethod
+    def poll_source(self, start: datetime | None, end: datetime) -> ConnectorOutput:
+        """Documents created or changed in ``(start, end]``; ``start=None`` means from the beginning."""
+
+
+class SlimConnector(BaseConnector):
+    @abstractmethod
+    def list_external_ids(self) -> Iterator[str]:
+        """Ids of every document still in the source; anything indexed and not listed was deleted."""
+
+
+class PermissionConnector(BaseConnector):
+    @abstractmethod
+    def acl_groups(self, external_id: str) -> list[str]:
+        """Groups allowed to see a document."""

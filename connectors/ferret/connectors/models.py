@@ -1,0 +1,55 @@
+"""What connectors hand to Ferret: documents, skipped items with their reason, and checkpoints."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PUBLIC_GROUP = "public"
+"""ACL group every caller belongs to; a document without explicit groups is public."""
+
+
+class Document(BaseModel):
+    """A document as a source delivers it, before chunking.
+
+    Example:
+        >>> Document(external_id="handbook.md", title="Handbook", text="Leave policy ...").content_hash[:8]
+        '...'
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    external_id: str = Field(min_length=1, max_length=1024)
+    title: str = ""
+    text: str
+    source: str = "default"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    acl_groups: list[str] = Field(default_factory=lambda: [PUBLIC_GROUP])
+    updated_at: datetime | None = None
+
+    @property
+    def content_hash(self) -> str:
+        """SHA-256 over everything that changes what is indexed; same hash on re-ingest = unchanged."""
+        blob = json.dumps(
+            [self.title, self.text, sorted(self.acl_groups), self.metadata], sort_keys=True, default=str
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class SkippedItem(BaseModel):
+    """An item a connector could not turn into a document, listed in the ingest report with its reason."""
+
+    model_config = ConfigDict(frozen=True)
+
+    external_id: str
+    reason: str
+
+
+class ConnectorCheckpoint(BaseModel):
+    """Where an incremental poll stopped; stored as JSON on the source row and handed back next time."""
+
+    last_polled_at: datetime | None = None

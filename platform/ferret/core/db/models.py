@@ -1,0 +1,171 @@
+"""Relational state of Ferret as typed SQLAlchemy 2.0 models.
+
+Changing a model means writing an Alembic migration in ``migrations/versions`` by hand; the migration tests
+check that upgrading a fresh database yields exactly these tables.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, Enum, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[str]: JSON, datetime: DateTime(timezone=True)}
+
+
+class IndexState(enum.StrEnum):
+    """Life of an index version: built completely, then promoted; superseded versions stay ready for rollback."""
+
+    BUILDING = "building"
+    READY = "ready"
+    ACTIVE = "active"
+    RETIRED = "retired"
+    FAILED = "failed"
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+def _enum(kind: type[enum.StrEnum], name: str) -> Enum:
+    # Stored as plain strings with a CHECK constraint: portable between SQLite and PostgreSQL, easy to migrate.
+    return Enum(kind, name=name, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
+
+
+class Corpus(Base):
+    __tablename__ = "corpora"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    # Chunking settings fixed at creation, so every index version of a corpus embeds the same passages.
+    max_passage_tokens: Mapped[int] = mapped_column(Integer, default=288)
+    passage_overlap_tokens: Mapped[int] = mapped_column(Integer, default=32)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    documents: Mapped[list[Document]] = relationship(back_populates="corpus", cascade="all, delete-orphan")
+
+
+class Source(Base):
+    """A connected document source of a corpus and the checkpoint of its last incremental poll."""
+
+    __tablename__ = "sources"
+    __table_args__ = (UniqueConstraint("corpus_id", "name"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(256))
+    kind: Mapped[str] = mapped_column(String(64))
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    checkpoint: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    last_run_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Document(Base):
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("corpus_id", "source", "external_id"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    source: Mapped[str] = mapped_column(String(256))
+    external_id: Mapped[str] = mapped_column(String(1024))
+    title: Mapped[str] = mapped_column(Text, default="")
+    body: Mapped[str] = mapped_column(Text)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
+    acl_groups: Mapped[list[str]] = mapped_column(default=list)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    corpus: Mapped[Corpus] = relationship(back_populates="documents")
+    passages: Mapped[list[Passage]] = relationship(
+        back_populates="document", cascade="all, delete-orphan", order_by="Passage.ordinal"
+    )
+
+
+class Passage(Base):
+    """A chunk of at most ``max_passage_tokens`` wordpieces of the encoder's tokenizer, title included."""
+
+    __tablename__ = "passages"
+    __table_args__ = (UniqueConstraint("document_id", "ordinal"), Index("ix_passages_corpus", "corpus_id"))
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    token_count: Mapped[int] = mapped_column(Integer)
+
+    document: Mapped[Document] = relationship(back_populates="passages")
+
+
+class ModelVersion(Base):
+    """A dual encoder in the model registry: a row here and its files under ``FERRET_HOME/models``."""
+
+    __tablename__ = "model_versions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    kind: Mapped[str] = mapped_column(String(32), default="dual_encoder")
+    path: Mapped[str] = mapped_column(Text)
+    dimension: Mapped[int] = mapped_column(Integer)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"), default=None)
+    training_config: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class IndexVersion(Base):
+    """One Qdrant collection (server) or shard (embedded) holding a corpus embedded by one model version."""
+
+    __tablename__ = "index_versions"
+    __table_args__ = (UniqueConstraint("corpus_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    model_version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"))
+    version: Mapped[int] = mapped_column(Integer)
+    collection: Mapped[str] = mapped_column(String(256), unique=True)
+    backend: Mapped[str] = mapped_column(String(16))
+    state: Mapped[IndexState] = mapped_column(_enum(IndexState, "index_state"), default=IndexState.BUILDING)
+    passage_count: Mapped[int] = mapped_column(Integer, default=0)
+    point_count: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ready_at: Mapped[datetime | None] = mapped_column(default=None)
+    activated_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    model_version: Mapped[ModelVersion] = relationship()
+    corpus: Mapped[Corpus] = relationship()
+
+
+class Job(Base):
+    """A unit of long work (ingest, index build, training) and its progress, shown by the CLI and admin."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str] = mapped_column(String(64))
+    corpus_id: Mapped[int | None] = mapped_column(ForeignKey("corpora.id", ondelete="SET NULL"), default=None)
+    state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.QUEUED)
+    stage: Mapped[str] = mapped_column(String(64), default="")
+    progress: Mapped[float] = mapped_column(default=0.0)
+    counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)

@@ -1,0 +1,83 @@
+"""Process settings, read from the environment with the ``FERRET_`` prefix.
+
+The embedded default keeps everything under ``FERRET_HOME`` (default ``~/.ferret``): a SQLite database, the
+Qdrant Edge shards and the model store, so nothing needs a server. Server mode is chosen per component:
+``FERRET_DATABASE_URL`` for PostgreSQL, ``FERRET_QDRANT_URL`` (+ ``FERRET_QDRANT_API_KEY``) for a Qdrant server.
+
+Example:
+    >>> settings = FerretSettings(home="/tmp/ferret-demo")
+    >>> settings.database_url
+    'sqlite:////tmp/ferret-demo/ferret.db'
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+SearchMode = Literal["dense", "sparse", "hybrid"]
+
+
+class FerretSettings(BaseSettings):
+    """Settings shared by the CLI, the API and the workers."""
+
+    model_config = SettingsConfigDict(env_prefix="FERRET_", env_file=None, extra="ignore")
+
+    home: Path = Field(default=Path("~/.ferret"), description="Root folder of the embedded default.")
+    database_url_override: str | None = Field(
+        default=None,
+        validation_alias="FERRET_DATABASE_URL",
+        description="SQLAlchemy URL; PostgreSQL in production. Default: SQLite under FERRET_HOME.",
+    )
+    qdrant_url: str | None = Field(default=None, description="Qdrant server URL; unset = embedded Qdrant Edge.")
+    qdrant_api_key: SecretStr | None = Field(default=None, description="API key of the Qdrant server.")
+
+    # Chunking (REALM's setting: passages of at most 288 wordpieces, title included).
+    max_passage_tokens: int = Field(default=288, ge=32, le=510)
+    passage_overlap_tokens: int = Field(default=32, ge=0)
+
+    # Encoder.
+    base_model: str | None = Field(
+        default=None, description="Path of the base dual encoder; default: the pinned all-MiniLM-L6-v2 package."
+    )
+    device: str | None = Field(default=None, description="torch device; default: cuda when present, else cpu.")
+    encode_batch_size: int = Field(default=64, ge=1)
+
+    # Index.
+    keep_index_versions: int = Field(default=2, ge=1, description="Ready versions kept for rollback.")
+    search_mode: SearchMode = "hybrid"
+    rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009).")
+
+    # Ingestion.
+    max_file_bytes: int = Field(default=50_000_000, ge=1, description="Larger files are skipped and reported.")
+
+    @field_validator("home")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def database_url(self) -> str:
+        return self.database_url_override or f"sqlite:///{self.home / 'ferret.db'}"
+
+    @property
+    def qdrant_path(self) -> Path:
+        return self.home / "qdrant"
+
+    @property
+    def models_path(self) -> Path:
+        return self.home / "models"
+
+    def ensure_home(self) -> None:
+        for path in (self.home, self.qdrant_path, self.models_path):
+            path.mkdir(parents=True, exist_ok=True)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> FerretSettings:
+    """The process-wide settings, read once from the environment."""
+    return FerretSettings()

@@ -1,0 +1,1 @@
+"""Streamlit admin and Textual terminal client (built in a later issue)."""

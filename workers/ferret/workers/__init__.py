@@ -1,0 +1,1 @@
+"""Celery apps, queues and tasks: thin wrappers over ferret.core (built in the workers issue)."""
