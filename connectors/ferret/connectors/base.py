@@ -12,6 +12,7 @@ Connectors yield ``Document`` or ``SkippedItem``; they never raise for one bad i
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from datetime import datetime
@@ -23,12 +24,16 @@ ConnectorOutput = Iterator[Document | SkippedItem]
 
 
 class BaseConnector(ABC):
-    """Common part of all connectors: a source kind and a config dict that round-trips through the database."""
+    """Common part of all connectors: a source kind and a config dict that round-trips through the DB."""
 
     kind: ClassVar[str]
 
     def __init__(self, **config: Any) -> None:
         self.config = config
+
+    def config_json(self) -> dict[str, Any]:
+        """The config as stored on the source row: JSON types only (paths become strings)."""
+        return json.loads(json.dumps(self.config, default=str))
 
     @property
     def source_name(self) -> str:

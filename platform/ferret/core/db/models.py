@@ -10,7 +10,18 @@ import enum
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, Enum, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Double,
+    Enum,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -42,7 +53,14 @@ class JobState(enum.StrEnum):
 
 def _enum(kind: type[enum.StrEnum], name: str) -> Enum:
     # Stored as plain strings with a CHECK constraint: portable between SQLite and PostgreSQL, easy to migrate.
-    return Enum(kind, name=name, native_enum=False, length=16, values_callable=lambda e: [m.value for m in e])
+    return Enum(
+        kind,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=16,
+        values_callable=lambda e: [m.value for m in e],
+    )
 
 
 class Corpus(Base):
@@ -162,7 +180,7 @@ class Job(Base):
     corpus_id: Mapped[int | None] = mapped_column(ForeignKey("corpora.id", ondelete="SET NULL"), default=None)
     state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.QUEUED)
     stage: Mapped[str] = mapped_column(String(64), default="")
-    progress: Mapped[float] = mapped_column(default=0.0)
+    progress: Mapped[float] = mapped_column(Double, default=0.0)
     counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)
     error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -1,0 +1,5 @@
+"""Filesystem source: a folder of txt, md, html, pdf and docx files (office formats need ferret[office])."""
+
+from ferret.connectors.filesystem.connector import FilesystemConfig, FilesystemConnector
+
+__all__ = ["FilesystemConfig", "FilesystemConnector"]

@@ -1,0 +1,176 @@
+"""A folder of files as a source: text, Markdown, HTML, PDF and Word documents, walked recursively."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from fnmatch import fnmatch
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ferret.connectors.base import (
+    ConnectorOutput,
+    LoadConnector,
+    PermissionConnector,
+    PollConnector,
+    SlimConnector,
+)
+from ferret.connectors.filesystem.parsers import (
+    SUPPORTED_EXTENSIONS,
+    UnreadableFileError,
+    parse_file,
+    unsupported_reason,
+)
+from ferret.connectors.models import PUBLIC_GROUP, Document, SkippedItem
+from ferret.core.errors import InvalidInputError
+
+_MAX_EXTERNAL_ID_CHARS = 1024
+"""Longest relative path a document id can hold: the ``max_length`` of ``Document.external_id``."""
+
+
+class FilesystemConfig(BaseModel):
+    """The connector's config as stored on the source row; unknown keys are refused so typos surface."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    root: Path
+    name: str | None = None
+    max_file_bytes: int = Field(default=50_000_000, gt=0)
+    acl: dict[str, list[str]] = Field(default_factory=dict)
+    include: list[str] = Field(default_factory=list)
+
+
+class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, PermissionConnector):
+    """Index every supported file under ``root``; hidden files and folders (leading dot) are left out.
+
+    Glob patterns in ``include`` and ``acl`` are matched with ``fnmatch`` against the POSIX path relative to
+    ``root``, where ``*`` also crosses folders: ``"hr/*"`` covers everything below ``hr/``. In ``acl`` the
+    first matching pattern wins; files matching none are public.
+
+    Example:
+        >>> connector = FilesystemConnector(root="/srv/docs", acl={"hr/*": ["hr"]})
+        >>> [item.external_id for item in connector.load_from_source()]
+        ['handbook.md', 'hr/leave-policy.docx', ...]
+        >>> connector.acl_groups("hr/leave-policy.docx")
+        ['hr']
+    """
+
+    kind = "filesystem"
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        try:
+            self.settings = FilesystemConfig(**config)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in problem['loc']) or 'config'}: {problem['msg']}"
+                for problem in error.errors()
+            )
+            keys = ", ".join(FilesystemConfig.model_fields)
+            raise InvalidInputError(
+                f"Invalid filesystem connector config ({problems}); the keys are {keys}."
+            ) from None
+        self.root = self.settings.root.expanduser().resolve()
+        if not self.root.is_dir():
+            what = "is not a folder" if self.root.exists() else "does not exist"
+            raise InvalidInputError(
+                f"Filesystem source root {self.root} {what}; point 'root' at an existing folder."
+            )
+
+    def load_from_source(self) -> ConnectorOutput:
+        for path, external_id in self._walk():
+            yield self._read(path, external_id)
+
+    def poll_source(self, start: datetime | None, end: datetime) -> ConnectorOutput:
+        """Files whose modification time lies in ``(start, end]``; naive datetimes are taken as UTC."""
+        start_ts = _as_utc(start).timestamp() if start is not None else float("-inf")
+        end_ts = _as_utc(end).timestamp()
+        for path, external_id in self._walk():
+            try:
+                modified = path.stat().st_mtime
+            except OSError as error:
+                yield SkippedItem(external_id=external_id, reason=f"cannot read file: {_os_reason(error)}")
+                continue
+            if start_ts < modified <= end_ts:
+                yield self._read(path, external_id)
+
+    def list_external_ids(self) -> Iterator[str]:
+        """Supported files present now, without parsing: a file that fails to parse is still present."""
+        for path, external_id in self._walk():
+            if path.suffix.lower() in SUPPORTED_EXTENSIONS:
+                yield external_id
+
+    def acl_groups(self, external_id: str) -> list[str]:
+        for pattern, groups in self.settings.acl.items():
+            if fnmatch(external_id, pattern):
+                return list(groups)
+        return [PUBLIC_GROUP]
+
+    def _walk(self) -> Iterator[tuple[Path, str]]:
+        """Files below root in a stable order, skipping hidden entries and those ``include`` leaves out."""
+        for folder, subfolders, files in os.walk(self.root):
+            subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
+            for name in sorted(files):
+                if name.startswith("."):
+                    continue
+                path = Path(folder) / name
+                external_id = path.relative_to(self.root).as_posix()
+                if self.settings.include and not any(
+                    fnmatch(external_id, pattern) for pattern in self.settings.include
+                ):
+                    continue
+                yield path, external_id
+
+    def _read(self, path: Path, external_id: str) -> Document | SkippedItem:
+        """One file to a document, or to the reason it was skipped; never raises for a bad file."""
+        extension = path.suffix.lower()
+        if len(external_id) > _MAX_EXTERNAL_ID_CHARS:
+            return SkippedItem(
+                external_id=external_id[:_MAX_EXTERNAL_ID_CHARS],
+                reason=f"path is longer than {_MAX_EXTERNAL_ID_CHARS} characters; move the file higher up",
+            )
+        if extension not in SUPPORTED_EXTENSIONS:
+            return SkippedItem(external_id=external_id, reason=unsupported_reason(extension))
+        try:
+            stat = path.stat()
+            if stat.st_size > self.settings.max_file_bytes:
+                return SkippedItem(
+                    external_id=external_id,
+                    reason=f"file is {stat.st_size:,} bytes, over the max_file_bytes limit of "
+                    f"{self.settings.max_file_bytes:,}; raise max_file_bytes to index it",
+                )
+            data = path.read_bytes()
+        except OSError as error:
+            return SkippedItem(external_id=external_id, reason=f"cannot read file: {_os_reason(error)}")
+        try:
+            parsed = parse_file(data, extension)
+        except UnreadableFileError as error:
+            return SkippedItem(external_id=external_id, reason=str(error))
+        if not parsed.text.strip():
+            hint = "; a scanned PDF needs OCR first" if extension == ".pdf" else ""
+            return SkippedItem(external_id=external_id, reason=f"no text to index (file is empty{hint})")
+        modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
+        return Document(
+            external_id=external_id,
+            title=parsed.title or path.stem,
+            text=parsed.text,
+            source=self.source_name,
+            metadata={
+                "path": external_id,
+                "extension": extension,
+                "size": stat.st_size,
+            },  # the mtime travels as updated_at, outside the content hash: touching a file changes nothing
+            acl_groups=self.acl_groups(external_id),
+            updated_at=modified,
+        )
+
+
+def _as_utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def _os_reason(error: OSError) -> str:
+    return error.strerror or type(error).__name__

@@ -1,0 +1,149 @@
+"""Turn the bytes of one file into a title and plain text, one parser per format.
+
+Each parser raises ``UnreadableFileError`` with a reason a user can act on; the connector turns that into a
+``SkippedItem`` so that one bad file never stops an ingest. The office parsers (pypdf, python-docx) are
+imported only when such a file is met, so a text-only install needs neither.
+"""
+
+from __future__ import annotations
+
+import codecs
+import io
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from selectolax.lexbor import LexborHTMLParser
+
+if TYPE_CHECKING:
+    from docx.table import Table
+
+_MARKDOWN_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
+_NON_CONTENT_TAGS = ["script", "style", "noscript", "template", "svg"]
+
+
+class UnreadableFileError(Exception):
+    """A file that cannot be turned into text; ``str(error)`` is the reason shown in the ingest report."""
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """What a parser found: the title the format declares ("" when none) and the plain text."""
+
+    title: str
+    text: str
+
+
+def decode_text(data: bytes) -> str:
+    """Decode a text file, refusing binaries: a NUL byte never occurs in real UTF-8 or single-byte text."""
+    for bom, encoding in ((codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16")):
+        if data.startswith(bom):
+            return data.decode(encoding, errors="replace")
+    if b"\x00" in data:
+        raise UnreadableFileError("binary file (contains NUL bytes), not text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        # Not UTF-8: most likely a legacy Windows file; keep its text rather than drop it.
+        return data.decode("cp1252", errors="replace")
+
+
+def parse_plain_text(data: bytes) -> ParsedFile:
+    return ParsedFile(title="", text=decode_text(data))
+
+
+def parse_markdown(data: bytes) -> ParsedFile:
+    """Markdown is indexed as written; its first heading, if any, is the title."""
+    text = decode_text(data)
+    heading = _MARKDOWN_HEADING.search(text)
+    return ParsedFile(title=heading.group(1).strip() if heading else "", text=text)
+
+
+def parse_html(data: bytes) -> ParsedFile:
+    """Visible body text only: scripts and styles would pollute the index with code."""
+    tree = LexborHTMLParser(decode_text(data))
+    title_node = tree.css_first("title")
+    title = title_node.text(strip=True) if title_node is not None else ""
+    tree.strip_tags(_NON_CONTENT_TAGS)
+    body = tree.body
+    text = body.text(separator="\n", strip=True) if body is not None else ""
+    return ParsedFile(title=title, text=text)
+
+
+def parse_pdf(data: bytes) -> ParsedFile:
+    try:
+        import pypdf
+    except ImportError:
+        raise UnreadableFileError("install ferret[office] to read .pdf files") from None
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise UnreadableFileError("PDF is password-protected; remove the password to index it")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        title = (reader.metadata.title if reader.metadata else None) or ""
+    except UnreadableFileError:
+        raise
+    except Exception as error:  # pypdf raises many exception types on malformed files
+        raise UnreadableFileError(f"corrupt or unreadable PDF ({type(error).__name__}: {error})") from error
+    text = "\n\n".join(page.strip() for page in pages if page.strip())
+    return ParsedFile(title=str(title).strip(), text=text)
+
+
+def parse_docx(data: bytes) -> ParsedFile:
+    """Paragraphs and tables in document order; a table row becomes one line of cells joined by " | "."""
+    try:
+        import docx
+        from docx.table import Table
+    except ImportError:
+        raise UnreadableFileError("install ferret[office] to read .docx files") from None
+    try:
+        document = docx.Document(io.BytesIO(data))
+        blocks: list[str] = []
+        for block in document.iter_inner_content():
+            if isinstance(block, Table):
+                blocks.extend(_table_lines(block))
+            elif block.text.strip():
+                blocks.append(block.text)
+        title = document.core_properties.title or ""
+    except Exception as error:  # python-docx raises zipfile, KeyError, lxml errors on malformed files
+        raise UnreadableFileError(f"corrupt or unreadable DOCX ({type(error).__name__}: {error})") from error
+    return ParsedFile(title=title.strip(), text="\n".join(blocks))
+
+
+def _table_lines(table: Table) -> list[str]:
+    lines = []
+    for row in table.rows:
+        cells: list[str] = []
+        for cell in row.cells:
+            value = cell.text.strip()
+            # A merged cell appears once per grid column it spans; keep it once.
+            if value and (not cells or cells[-1] != value):
+                cells.append(value)
+        if cells:
+            lines.append(" | ".join(cells))
+    return lines
+
+
+PARSERS: dict[str, Callable[[bytes], ParsedFile]] = {
+    ".txt": parse_plain_text,
+    ".md": parse_markdown,
+    ".html": parse_html,
+    ".htm": parse_html,
+    ".pdf": parse_pdf,
+    ".docx": parse_docx,
+}
+SUPPORTED_EXTENSIONS = frozenset(PARSERS)
+
+
+def parse_file(data: bytes, extension: str) -> ParsedFile:
+    """Parse ``data`` by its lower-case dotted extension; ``UnreadableFileError`` says why it failed."""
+    parser = PARSERS.get(extension)
+    if parser is None:
+        raise UnreadableFileError(unsupported_reason(extension))
+    return parser(data)
+
+
+def unsupported_reason(extension: str) -> str:
+    known = ", ".join(sorted(SUPPORTED_EXTENSIONS))
+    return f"unsupported file type '{extension or '(none)'}'; Ferret reads {known}"

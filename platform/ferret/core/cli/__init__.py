@@ -1,0 +1,1 @@
+"""The ``ferret`` command line (typer + rich)."""

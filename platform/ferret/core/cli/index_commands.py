@@ -1,0 +1,100 @@
+"""``ferret index``: build, list, promote, roll back and collect index versions of a corpus."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ferret.core.cli.context import app_context
+from ferret.core.cli.render import console, progress_bar
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.index_version import get_index_version, list_index_versions
+from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.index.versioned_collection import VersionedCollection
+
+index_app = typer.Typer(help="Versioned index collections behind one alias.", no_args_is_help=True)
+
+CorpusOption = Annotated[str, typer.Option("--corpus", "-c", help="Corpus name.")]
+
+
+@index_app.command("build")
+def build(
+    corpus: CorpusOption,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model version to embed with.")] = "base",
+    promote: Annotated[bool, typer.Option(help="Make the new version active once it is complete.")] = False,
+) -> None:
+    """Embed every passage into a new collection version; the active one is untouched until promotion."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        model_row = ModelRegistry(ctx.session, ctx.settings).get(model)
+        versions = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row)
+        with progress_bar() as bar:
+            task = bar.add_task(f"embedding {corpus} with {model_row.name}", total=None)
+            index_version = versions.build(
+                model_row, progress=lambda done, total: bar.update(task, completed=done, total=total)
+            )
+        console.print(
+            f"built {index_version.collection}: {index_version.point_count} points, state {index_version.state.value}"
+        )
+        if promote:
+            versions.promote(index_version)
+            versions.collect()
+            console.print(
+                f"promoted version {index_version.version}; alias {corpus} -> {index_version.collection}"
+            )
+
+
+@index_app.command("list")
+def list_versions(corpus: CorpusOption) -> None:
+    """Index versions of a corpus with their model, state and counts."""
+    with app_context() as ctx:
+        table = Table(title=f"index versions of {corpus}")
+        for column in ("version", "collection", "model", "state", "points", "created"):
+            table.add_column(column)
+        for v in list_index_versions(ctx.session, get_corpus(ctx.session, corpus)):
+            state = f"[bold green]{v.state.value}[/]" if v.state.value == "active" else v.state.value
+            table.add_row(
+                str(v.version),
+                v.collection,
+                v.model_version.name,
+                state,
+                str(v.point_count),
+                f"{v.created_at:%Y-%m-%d %H:%M}",
+            )
+        console.print(table)
+
+
+@index_app.command("promote")
+def promote(corpus: CorpusOption, version: Annotated[int, typer.Option("--version", "-v")]) -> None:
+    """Make a ready version active: one atomic alias swap."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).promote(
+            get_index_version(ctx.session, corpus_row, version)
+        )
+        console.print(f"alias {corpus} -> {index_version.collection}")
+
+
+@index_app.command("rollback")
+def rollback(corpus: CorpusOption) -> None:
+    """Re-activate the version that was active before the current one."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).rollback()
+        console.print(f"rolled back: alias {corpus} -> {index_version.collection}")
+
+
+@index_app.command("gc")
+def collect(
+    corpus: CorpusOption,
+    keep: Annotated[int | None, typer.Option(help="Ready versions to keep for rollback.")] = None,
+) -> None:
+    """Delete the collections of old ready versions beyond --keep, and of failed builds."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        retired = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).collect(keep)
+        console.print(
+            f"retired {len(retired)} version(s): {', '.join(v.collection for v in retired) or 'none'}"
+        )

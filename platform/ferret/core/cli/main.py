@@ -1,0 +1,175 @@
+"""``ferret``: ingest, index, search and evaluate from the terminal.
+
+User mistakes print one sentence and exit 1; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, cast
+
+import typer
+
+from ferret.core.cli.context import app_context
+from ferret.core.cli.index_commands import index_app
+from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
+from ferret.core.corpus.ingest import IngestReport, Ingestor
+from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
+from ferret.core.errors import FerretError, InvalidInputError
+from ferret.core.index.types import SEARCH_MODES, SearchMode
+from ferret.core.search.searcher import Searcher
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+app = typer.Typer(help="Ferret: a search engine trained on your own documents.", no_args_is_help=True)
+db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(index_app, name="index")
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: str = "head") -> None:
+    """Apply migrations (PostgreSQL in production; the embedded SQLite migrates itself)."""
+    from ferret.core.db import migrate
+    from ferret.core.settings import get_settings
+
+    settings = get_settings()
+    settings.ensure_home()
+    migrate.upgrade(settings.database_url, revision)
+    console.print(f"database at revision {migrate.current_revision(settings.database_url)}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: str) -> None:
+    """Revert migrations down to REVISION ('base' empties the database)."""
+    from ferret.core.db import migrate
+    from ferret.core.settings import get_settings
+
+    migrate.downgrade(get_settings().database_url, revision)
+    console.print(f"database at revision {migrate.current_revision(get_settings().database_url) or 'base'}")
+
+
+@app.command()
+def ingest(
+    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus name; created when new.")],
+    path: Annotated[Path | None, typer.Option(help="A folder of txt, md, html, pdf and docx files.")] = None,
+    beir: Annotated[Path | None, typer.Option(help="A BEIR dataset folder (corpus.jsonl).")] = None,
+    source: Annotated[str | None, typer.Option(help="Source name within the corpus.")] = None,
+    incremental: Annotated[bool, typer.Option(help="Only changes since the last run (filesystem).")] = False,
+) -> None:
+    """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere."""
+    from ferret.connectors.registry import build_connector
+
+    if (path is None) == (beir is None):
+        raise InvalidInputError("Give exactly one of --path DIR or --beir DIR.")
+    kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
+    config["name"] = source or kind
+    with app_context() as ctx:
+        connector = build_connector(kind, **config)
+        corpus_row = get_or_create_corpus(
+            ctx.session,
+            corpus,
+            max_passage_tokens=ctx.settings.max_passage_tokens,
+            passage_overlap_tokens=ctx.settings.passage_overlap_tokens,
+        )
+        with progress_bar() as bar:
+            task = bar.add_task(f"ingesting into {corpus}", total=None)
+
+            def show(report: IngestReport) -> None:
+                bar.update(task, completed=report.seen)
+
+            report = Ingestor(ctx.session, ctx.settings, ctx.backend, corpus_row, progress=show).run(
+                connector, incremental=incremental
+            )
+        console.print(
+            f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, deleted {report.deleted}; "
+            f"passages +{report.passages_added} -{report.passages_deleted}; skipped {len(report.skipped)}"
+        )
+        for item in report.skipped:
+            console.print(f"  skipped {item.external_id}: {item.reason}", highlight=False)
+
+
+@app.command()
+def corpora() -> None:
+    """List corpora with their document and passage counts."""
+    with app_context() as ctx:
+        for corpus in list_corpora(ctx.session):
+            documents, passages = corpus_counts(ctx.session, corpus)
+            console.print(f"{corpus.name}: {documents} documents, {passages} passages")
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to search for.")],
+    corpus: Annotated[str, typer.Option("--corpus", "-c")],
+    k: Annotated[int, typer.Option("--k", "-k", help="Number of documents.")] = 10,
+    mode: Annotated[str | None, typer.Option(help="dense, sparse or hybrid (default from settings).")] = None,
+    group: Annotated[
+        list[str] | None, typer.Option("--group", "-g", help="Search as a member of these groups.")
+    ] = None,
+) -> None:
+    """Search the active index version of a corpus."""
+    if mode is not None and mode not in SEARCH_MODES:
+        raise InvalidInputError(f"Mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
+    with app_context() as ctx:
+        results = Searcher(ctx.session, ctx.settings, ctx.backend).search(
+            corpus, query, k=k, mode=cast(SearchMode | None, mode), acl_groups=group
+        )
+        print_results(query, results)
+
+
+@app.command("eval")
+def evaluate(
+    dataset: Annotated[Path, typer.Option(help="A BEIR dataset folder.")],
+    split: Annotated[str, typer.Option(help="qrels split: test, dev or train.")] = "test",
+    model: Annotated[
+        list[str] | None, typer.Option("--model", "-m", help="Model versions (default: base).")
+    ] = None,
+    corpus: Annotated[str | None, typer.Option(help="Corpus name (default: beir-<folder>).")] = None,
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the rows as JSON here.")
+    ] = None,
+) -> None:
+    """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side."""
+    from ferret.core.eval.evaluate import evaluate_dataset
+
+    if not dataset.is_dir():
+        raise InvalidInputError(f"Dataset folder {dataset} does not exist.")
+    with app_context() as ctx:
+        rows = evaluate_dataset(
+            ctx.session,
+            ctx.settings,
+            ctx.backend,
+            dataset,
+            split=split,
+            models=model or ["base"],
+            corpus_name=corpus,
+            status=lambda message: err_console.print(f"[dim]{message}[/dim]"),
+        )
+    console.print(eval_table(f"{dataset.name} ({split})", rows))
+    if json_path is not None:
+        json_path.write_text(json.dumps([row.as_dict() for row in rows], indent=2))
+
+
+@app.command()
+def quickstart(
+    home: Annotated[
+        Path | None, typer.Option(help="FERRET_HOME to use (default: the configured one).")
+    ] = None,
+) -> None:
+    """Ingest the bundled demo corpus, index it, show searches and evaluate BM25 against the base model."""
+    from ferret.core.cli.quickstart import run_quickstart
+
+    run_quickstart(home)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except FerretError as exc:
+        err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
+        raise SystemExit(1) from None

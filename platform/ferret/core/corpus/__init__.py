@@ -1,0 +1,1 @@
+"""Corpus handling: chunking documents into passages and incremental ingestion."""

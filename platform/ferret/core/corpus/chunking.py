@@ -1,0 +1,84 @@
+"""Tokenizer-aware chunking into passages of at most N wordpieces, title included (REALM, Guu et al. 2020, §4).
+
+A passage is the document title plus a window of the body. Windows are cut at token boundaries of the encoder's
+own tokenizer, never inside a word, and preferably after a sentence end near the window's end; consecutive
+windows overlap by a configurable number of tokens so that an answer straddling a cut is still whole somewhere.
+
+Example:
+    >>> chunker = PassageChunker(tokenizer, max_tokens=288, overlap=32)
+    >>> [c.text for c in chunker.chunk("Title", "A long body ...")]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+_SENTENCE_END = {".", "!", "?", ";", ":"}
+_MIN_BODY_TOKENS = 32
+
+
+@dataclass(frozen=True)
+class Chunk:
+    text: str
+    """The body window (the title is stored on the document and prepended for embedding)."""
+    token_count: int
+    """Wordpieces of title + window, without the [CLS]/[SEP] specials."""
+
+
+def passage_text(title: str, text: str) -> str:
+    """The text that is embedded and BM25-indexed: title, then body (BEIR's title + text convention)."""
+    return f"{title}\n{text}" if title else text
+
+
+class PassageChunker:
+    def __init__(self, tokenizer: Any, *, max_tokens: int = 288, overlap: int = 32) -> None:
+        if overlap >= max_tokens // 2:
+            raise ValueError("overlap must be less than half of max_tokens")
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+        self.overlap = overlap
+
+    def _tokenize(self, text: str) -> tuple[list[str], list[tuple[int, int]]]:
+        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        tokens = self.tokenizer.convert_ids_to_tokens(encoding["input_ids"])
+        return tokens, [tuple(span) for span in encoding["offset_mapping"]]
+
+    def chunk(self, title: str, body: str) -> list[Chunk]:
+        title = " ".join(title.split())
+        title_tokens, title_offsets = self._tokenize(title) if title else ([], [])
+        # A title may take at most half of a passage; longer titles are cut at a token boundary.
+        if len(title_tokens) > self.max_tokens // 2:
+            title = title[: title_offsets[self.max_tokens // 2 - 1][1]]
+            title_tokens = title_tokens[: self.max_tokens // 2]
+        budget = max(self.max_tokens - len(title_tokens), _MIN_BODY_TOKENS)
+        tokens, offsets = self._tokenize(body)
+        if not tokens:
+            return []
+        chunks: list[Chunk] = []
+        start = 0
+        while start < len(tokens):
+            end = min(start + budget, len(tokens))
+            if end < len(tokens):
+                end = self._cut_point(tokens, start, end)
+            text = body[offsets[start][0] : offsets[end - 1][1]]
+            chunks.append(Chunk(text=text, token_count=len(title_tokens) + end - start))
+            if end >= len(tokens):
+                break
+            next_start = max(end - self.overlap, start + 1)
+            while next_start < end and tokens[next_start].startswith("##"):
+                next_start += 1  # never start inside a word
+            start = next_start
+        return chunks
+
+    @staticmethod
+    def _cut_point(tokens: list[str], start: int, end: int) -> int:
+        """End of the window: after a sentence end in its last quarter, else at a word boundary."""
+        floor = start + (end - start) * 3 // 4
+        for cut in range(end, floor, -1):
+            if tokens[cut - 1] in _SENTENCE_END and not tokens[cut].startswith("##"):
+                return cut
+        cut = end
+        while cut > start + 1 and tokens[cut].startswith("##"):
+            cut -= 1
+        return cut

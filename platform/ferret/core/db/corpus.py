@@ -1,0 +1,92 @@
+"""Queries on corpora and their sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ferret.core.db.models import Corpus, Document, Passage, Source
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
+
+
+def validate_corpus_name(name: str) -> str:
+    # The name becomes part of Qdrant collection names and shard folders, so keep it to a safe alphabet.
+    if not name or len(name) > 64 or not set(name) <= _NAME_CHARS or name[0] in "-_":
+        raise InvalidInputError(
+            f"Corpus name {name!r} is not valid; use 1-64 lowercase letters, digits, '-' or '_', "
+            "starting with a letter or digit."
+        )
+    return name
+
+
+def get_corpus(session: Session, name: str) -> Corpus:
+    corpus = session.scalar(select(Corpus).where(Corpus.name == name))
+    if corpus is None:
+        raise NotFoundError(
+            f"Corpus {name!r} does not exist; create it with `ferret ingest --corpus {name} ...`."
+        )
+    return corpus
+
+
+def find_corpus(session: Session, name: str) -> Corpus | None:
+    return session.scalar(select(Corpus).where(Corpus.name == name))
+
+
+def list_corpora(session: Session) -> list[Corpus]:
+    return list(session.scalars(select(Corpus).order_by(Corpus.name)))
+
+
+def create_corpus(
+    session: Session,
+    name: str,
+    *,
+    description: str = "",
+    max_passage_tokens: int = 288,
+    passage_overlap_tokens: int = 32,
+) -> Corpus:
+    validate_corpus_name(name)
+    if find_corpus(session, name) is not None:
+        raise ConflictError(f"Corpus {name!r} already exists.")
+    if passage_overlap_tokens >= max_passage_tokens // 2:
+        raise InvalidInputError("Passage overlap must be less than half the passage length.")
+    corpus = Corpus(
+        name=name,
+        description=description,
+        max_passage_tokens=max_passage_tokens,
+        passage_overlap_tokens=passage_overlap_tokens,
+    )
+    session.add(corpus)
+    session.flush()
+    return corpus
+
+
+def get_or_create_corpus(session: Session, name: str, **kwargs: Any) -> Corpus:
+    return find_corpus(session, name) or create_corpus(session, name, **kwargs)
+
+
+def corpus_counts(session: Session, corpus: Corpus) -> tuple[int, int]:
+    """(documents, passages) in a corpus."""
+    documents = session.scalar(select(func.count(Document.id)).where(Document.corpus_id == corpus.id)) or 0
+    passages = session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == corpus.id)) or 0
+    return documents, passages
+
+
+def get_or_create_source(
+    session: Session, corpus: Corpus, name: str, kind: str, config: dict[str, Any]
+) -> Source:
+    source = session.scalar(select(Source).where(Source.corpus_id == corpus.id, Source.name == name))
+    if source is None:
+        source = Source(corpus_id=corpus.id, name=name, kind=kind, config=config)
+        session.add(source)
+        session.flush()
+    elif source.kind != kind:
+        raise ConflictError(
+            f"Source {name!r} of corpus {corpus.name!r} is a {source.kind} source, not {kind}."
+        )
+    else:
+        source.config = config
+    return source

@@ -1,0 +1,68 @@
+"""Queries on documents and passages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from ferret.core.db.models import Corpus, Document, Passage
+
+
+def documents_by_external_id(session: Session, corpus: Corpus, source: str) -> dict[str, Document]:
+    rows = session.scalars(select(Document).where(Document.corpus_id == corpus.id, Document.source == source))
+    return {document.external_id: document for document in rows}
+
+
+def document_hashes(session: Session, corpus: Corpus, source: str) -> dict[str, tuple[int, str]]:
+    """external id -> (document id, content hash) for one source, without loading bodies."""
+    rows = session.execute(
+        select(Document.external_id, Document.id, Document.content_hash).where(
+            Document.corpus_id == corpus.id, Document.source == source
+        )
+    )
+    return {external_id: (document_id, content_hash) for external_id, document_id, content_hash in rows}
+
+
+def passage_ids_of_documents(session: Session, document_ids: Sequence[int]) -> list[int]:
+    ids: list[int] = []
+    for start in range(0, len(document_ids), 500):
+        chunk = document_ids[start : start + 500]
+        ids.extend(session.scalars(select(Passage.id).where(Passage.document_id.in_(chunk))))
+    return ids
+
+
+def delete_documents(session: Session, document_ids: Sequence[int]) -> None:
+    for start in range(0, len(document_ids), 500):
+        chunk = list(document_ids[start : start + 500])
+        session.execute(delete(Passage).where(Passage.document_id.in_(chunk)))
+        session.execute(delete(Document).where(Document.id.in_(chunk)))
+
+
+def iter_passages(
+    session: Session, corpus: Corpus, *, passage_ids: Sequence[int] | None = None, batch_size: int = 1000
+) -> Iterator[list[tuple[Passage, Document]]]:
+    """Passages with their documents in id order, in batches (keyset pagination: memory stays flat)."""
+    if passage_ids is not None:
+        ordered = sorted(passage_ids)
+        for start in range(0, len(ordered), batch_size):
+            chunk = ordered[start : start + batch_size]
+            rows = session.execute(
+                select(Passage, Document).join(Document).where(Passage.id.in_(chunk)).order_by(Passage.id)
+            )
+            yield [(passage, document) for passage, document in rows]
+        return
+    last_id = 0
+    while True:
+        rows = session.execute(
+            select(Passage, Document)
+            .join(Document)
+            .where(Passage.corpus_id == corpus.id, Passage.id > last_id)
+            .order_by(Passage.id)
+            .limit(batch_size)
+        ).all()
+        if not rows:
+            return
+        yield [(passage, document) for passage, document in rows]
+        last_id = rows[-1][0].id

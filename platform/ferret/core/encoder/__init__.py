@@ -1,0 +1,1 @@
+"""Dual encoders: the sentence-transformers wrapper and the model registry."""

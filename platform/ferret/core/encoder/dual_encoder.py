@@ -1,0 +1,95 @@
+"""A dual encoder on sentence-transformers: one tower for queries and passages, unit-length vectors.
+
+Example:
+    >>> encoder = DualEncoder.load(base_model_path())
+    >>> encoder.encode_queries(["who won super bowl 50"]).shape
+    (1, 384)
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ferret.core.errors import InvalidInputError
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class DualEncoder:
+    """Shared-tower bi-encoder. Vectors are L2-normalized, so inner product equals cosine similarity.
+
+    sentence-transformers' ``encode`` already sorts inputs by length before batching, which keeps padding (and
+    so time) low on mixed-length passages; vectors come back in input order.
+    """
+
+    def __init__(self, model: object, path: str, device: str) -> None:
+        self._model = model
+        self.path = path
+        self.device = device
+        self._lock = threading.Lock()  # one forward pass at a time: torch on CPU is already multi-threaded
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, device: str | None = None, max_seq_length: int | None = None
+    ) -> DualEncoder:
+        from sentence_transformers import SentenceTransformer
+
+        path = str(path)
+        if not Path(path).is_dir():
+            raise InvalidInputError(
+                f"Model folder {path} does not exist; point FERRET_BASE_MODEL at a local model."
+            )
+        device = device or default_device()
+        model = SentenceTransformer(path, device=device, local_files_only=True)
+        if device.startswith("cuda"):
+            model.half()  # fp16 on GPU: twice the throughput, same ranking for retrieval
+        if max_seq_length is not None:
+            limit = int(getattr(model[0].auto_model.config, "max_position_embeddings", 512)) - 2
+            model.max_seq_length = min(max(model.max_seq_length, max_seq_length), limit)
+        return cls(model, path, device)
+
+    @property
+    def model(self) -> object:
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        model = self._model
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # type: ignore[attr-defined]
+        return int(getter())
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self._model.max_seq_length)  # type: ignore[attr-defined]
+
+    @property
+    def tokenizer(self) -> object:
+        return self._model.tokenizer  # type: ignore[attr-defined]
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False
+    ) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock, torch.inference_mode():
+            vectors = self._model.encode(  # type: ignore[attr-defined]
+                list(texts),
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=show_progress,
+            )
+        return np.asarray(vectors, dtype=np.float32)
+
+    def encode_queries(self, queries: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        return self.encode(queries, batch_size=batch_size)
+
+    def encode_passages(self, passages: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        return self.encode(passages, batch_size=batch_size)

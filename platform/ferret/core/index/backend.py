@@ -1,0 +1,69 @@
+"""The index interface both Qdrant backends implement, and the one contract test suite checks.
+
+A *collection* is one immutable-by-convention index version (``<corpus>__v<N>``); an *alias* is the stable name
+search reads (``<corpus>``). Switching an alias is atomic in both backends, so a refresh is one swap.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ferret.core.index.types import IndexPoint, SearchHit, SearchRequest
+
+PAYLOAD_KEYWORD_FIELDS = ("acl_groups", "source", "external_id")
+PAYLOAD_INTEGER_FIELDS = ("document_id", "passage_id")
+
+
+class IndexBackend(ABC):
+    """Storage and search of dense + BM25 sparse vectors with payloads, in versioned collections."""
+
+    kind: ClassVar[str]
+
+    @abstractmethod
+    def create_collection(self, collection: str, dimension: int) -> None:
+        """Create an empty collection with a cosine dense vector, an IDF sparse vector and payload indexes."""
+
+    @abstractmethod
+    def drop_collection(self, collection: str) -> None:
+        """Delete a collection and its data; a missing collection is not an error."""
+
+    @abstractmethod
+    def list_collections(self) -> list[str]: ...
+
+    def collection_exists(self, collection: str) -> bool:
+        return collection in self.list_collections()
+
+    @abstractmethod
+    def upsert(self, collection: str, points: Sequence[IndexPoint]) -> None: ...
+
+    @abstractmethod
+    def delete(self, collection: str, point_ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def count(self, collection: str) -> int: ...
+
+    @abstractmethod
+    def finalize(self, collection: str) -> None:
+        """Make a freshly built collection durable and fully indexed (HNSW) before it can be promoted."""
+
+    @abstractmethod
+    def set_alias(self, alias: str, collection: str) -> None:
+        """Point ``alias`` at ``collection`` in one atomic step."""
+
+    @abstractmethod
+    def resolve_alias(self, alias: str) -> str | None: ...
+
+    @abstractmethod
+    def delete_alias(self, alias: str) -> None: ...
+
+    @abstractmethod
+    def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
+        """Search a collection or an alias."""
+
+    def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
+        return [self.search(name, request) for request in requests]
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release files and connections."""

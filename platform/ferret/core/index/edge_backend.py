@@ -1,0 +1,200 @@
+"""The embedded default: Qdrant Edge shards in-process, one shard folder per index version.
+
+Qdrant Edge has no aliases, so the alias table is a small JSON file replaced atomically (write, fsync,
+``os.replace``): readers see the old or the new target, never a mix. The database row of the index version
+records the same state for people; this file is what search reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from ferret.core.index.backend import PAYLOAD_INTEGER_FIELDS, PAYLOAD_KEYWORD_FIELDS, IndexBackend
+from ferret.core.index.types import DENSE, SPARSE, IndexPoint, SearchHit, SearchRequest, SparseVector
+
+_UPSERT_BATCH = 512
+
+
+def _sparse(vector: SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(indices=vector.indices, values=vector.values)
+
+
+def _condition(key: str, value: Any) -> qe.FieldCondition:
+    if isinstance(value, list):
+        return qe.FieldCondition(key=key, match=qe.MatchAny(any=value))
+    return qe.FieldCondition(key=key, match=qe.MatchValue(value=value))
+
+
+def build_filter(request: SearchRequest) -> qe.Filter | None:
+    must = [_condition(key, value) for key, value in request.filters.items()]
+    if request.acl_groups is not None:
+        must.append(_condition("acl_groups", list(request.acl_groups) or ["\x00no-group"]))
+    return qe.Filter(must=must) if must else None
+
+
+class EdgeIndexBackend(IndexBackend):
+    """Example:
+    >>> backend = EdgeIndexBackend(Path("~/.ferret/qdrant").expanduser())
+    >>> backend.create_collection("docs__v1", 384)
+    """
+
+    kind = "embedded"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.collections_dir = root / "collections"
+        self.collections_dir.mkdir(parents=True, exist_ok=True)
+        self._aliases_file = root / "aliases.json"
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._lock = threading.RLock()
+
+    # -- shards -------------------------------------------------------------------------------------------------
+    def _path(self, collection: str) -> Path:
+        if not collection or "/" in collection or collection.startswith("."):
+            raise ValueError(f"invalid collection name {collection!r}")
+        return self.collections_dir / collection
+
+    def _shard(self, collection: str) -> qe.EdgeShard:
+        with self._lock:
+            shard = self._shards.get(collection)
+            if shard is None:
+                path = self._path(collection)
+                if not path.is_dir():
+                    raise KeyError(f"collection {collection!r} does not exist")
+                shard = qe.EdgeShard.load(str(path))
+                self._shards[collection] = shard
+            return shard
+
+    def create_collection(self, collection: str, dimension: int) -> None:
+        config = qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+        )
+        with self._lock:
+            path = self._path(collection)
+            if path.exists():
+                raise FileExistsError(f"collection {collection!r} already exists")
+            shard = qe.EdgeShard.create(str(path), config)
+            for field in PAYLOAD_KEYWORD_FIELDS:
+                shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+            for field in PAYLOAD_INTEGER_FIELDS:
+                shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Integer))
+            self._shards[collection] = shard
+
+    def drop_collection(self, collection: str) -> None:
+        with self._lock:
+            shard = self._shards.pop(collection, None)
+            if shard is not None:
+                shard.close()
+            shutil.rmtree(self._path(collection), ignore_errors=True)
+
+    def list_collections(self) -> list[str]:
+        return sorted(p.name for p in self.collections_dir.iterdir() if p.is_dir())
+
+    def upsert(self, collection: str, points: Sequence[IndexPoint]) -> None:
+        shard = self._shard(collection)
+        for start in range(0, len(points), _UPSERT_BATCH):
+            batch = [
+                qe.Point(p.id, {DENSE: p.dense.tolist(), SPARSE: _sparse(p.sparse)}, p.payload)
+                for p in points[start : start + _UPSERT_BATCH]
+            ]
+            shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def delete(self, collection: str, point_ids: Sequence[str]) -> None:
+        if point_ids:
+            self._shard(collection).update(qe.UpdateOperation.delete_points(list(point_ids)))
+
+    def count(self, collection: str) -> int:
+        return int(self._shard(collection).count(qe.CountRequest(exact=True)))
+
+    def finalize(self, collection: str) -> None:
+        shard = self._shard(collection)
+        shard.optimize()  # builds the HNSW graph and payload indexes of the final segments
+        shard.flush()
+
+    # -- aliases ------------------------------------------------------------------------------------------------
+    def _read_aliases(self) -> dict[str, str]:
+        try:
+            return dict(json.loads(self._aliases_file.read_text()))
+        except FileNotFoundError:
+            return {}
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        tmp = self._aliases_file.with_suffix(f".tmp{os.getpid()}")
+        with open(tmp, "w") as handle:
+            json.dump(aliases, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, self._aliases_file)
+
+    def set_alias(self, alias: str, collection: str) -> None:
+        with self._lock:
+            if not self._path(collection).is_dir():
+                raise KeyError(f"collection {collection!r} does not exist")
+            self._write_aliases({**self._read_aliases(), alias: collection})
+
+    def resolve_alias(self, alias: str) -> str | None:
+        return self._read_aliases().get(alias)
+
+    def delete_alias(self, alias: str) -> None:
+        with self._lock:
+            aliases = self._read_aliases()
+            if aliases.pop(alias, None) is not None:
+                self._write_aliases(aliases)
+
+    # -- search -------------------------------------------------------------------------------------------------
+    def _request(self, request: SearchRequest) -> qe.QueryRequest:
+        params = qe.SearchParams(hnsw_ef=request.hnsw_ef, exact=request.exact)
+        query_filter = build_filter(request)
+        dense = qe.Query.Nearest(request.dense.tolist(), using=DENSE) if request.dense is not None else None
+        sparse = (
+            qe.Query.Nearest(_sparse(request.sparse), using=SPARSE) if request.sparse is not None else None
+        )
+        if request.mode == "hybrid":
+            prefetches = [
+                qe.Prefetch(limit=request.candidates, query=dense, params=params, filter=query_filter),
+                qe.Prefetch(limit=request.candidates, query=sparse, filter=query_filter),
+            ]
+            return qe.QueryRequest(
+                limit=request.limit,
+                prefetches=prefetches,
+                query=qe.Fusion.Rrf(k=request.rrf_k),
+                filter=query_filter,
+                with_payload=True,
+            )
+        return qe.QueryRequest(
+            limit=request.limit,
+            query=dense if request.mode == "dense" else sparse,
+            filter=query_filter,
+            params=params,
+            with_payload=True,
+        )
+
+    def _target(self, name: str) -> str:
+        return self.resolve_alias(name) or name
+
+    def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
+        points = self._shard(self._target(name)).query(self._request(request))
+        return [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+
+    def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
+        shard = self._shard(self._target(name))
+        results = shard.query_batch(qe.QueryBatchRequest([self._request(r) for r in requests]))
+        return [
+            [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+            for points in results
+        ]
+
+    def close(self) -> None:
+        with self._lock:
+            for shard in self._shards.values():
+                shard.close()
+            self._shards.clear()

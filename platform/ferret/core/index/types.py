@@ -1,0 +1,73 @@
+"""Values that cross the index interface, independent of the Qdrant backend behind it."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+DENSE = "dense"
+SPARSE = "bm25"
+SearchMode = Literal["dense", "sparse", "hybrid"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "sparse", "hybrid")
+
+_POINT_NAMESPACE = uuid.UUID("6f1c9d3e-5a0b-4c7e-9b2d-1e8f4a6c3b70")
+
+
+def point_id(corpus_id: int, passage_id: int) -> str:
+    """Deterministic point id (uuid5 of the passage), so a retried build or update never duplicates a point."""
+    return str(uuid.uuid5(_POINT_NAMESPACE, f"{corpus_id}:{passage_id}"))
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True)
+class IndexPoint:
+    id: str
+    dense: np.ndarray
+    sparse: SparseVector
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """One query against one collection or alias.
+
+    ``acl_groups=None`` means no access filter (an administrator); a list restricts results, inside Qdrant's
+    query, to points whose ``acl_groups`` payload shares a group with it.
+    """
+
+    limit: int
+    mode: SearchMode = "hybrid"
+    dense: np.ndarray | None = None
+    sparse: SparseVector | None = None
+    acl_groups: list[str] | None = None
+    filters: dict[str, str | int | list[str] | list[int]] = field(default_factory=dict)
+    prefetch_limit: int | None = None
+    rrf_k: int = 60
+    hnsw_ef: int | None = None
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode in ("dense", "hybrid") and self.dense is None:
+            raise ValueError(f"{self.mode} search needs a dense query vector")
+        if self.mode in ("sparse", "hybrid") and self.sparse is None:
+            raise ValueError(f"{self.mode} search needs a sparse query vector")
+
+    @property
+    def candidates(self) -> int:
+        """Depth of each prefetch before fusion."""
+        return self.prefetch_limit or max(self.limit, 100)
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    id: str
+    score: float
+    payload: dict[str, Any]

@@ -1,0 +1,187 @@
+"""Search a corpus: encode the query, query Qdrant (access filter inside the query), return documents.
+
+Qdrant ranks passages; a document is as relevant as its best passage (MaxP), so results are deduplicated by
+document after the query. Access control is never applied after the query: the ``acl_groups`` condition is part
+of the Qdrant filter, prefetches included.
+
+Example:
+    >>> searcher = Searcher(session, settings, backend)
+    >>> for hit in searcher.search("handbook", "parental leave", k=5, acl_groups=["hr"]):
+    ...     print(hit.title, hit.score)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.index_version import active_index_version
+from ferret.core.db.models import Corpus, IndexState, IndexVersion
+from ferret.core.encoder.registry import load_encoder
+from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.index.backend import IndexBackend
+from ferret.core.index.points import sparse_encoder_for
+from ferret.core.index.sparse import SparseEncoder
+from ferret.core.index.types import SEARCH_MODES, SearchHit, SearchMode, SearchRequest
+from ferret.core.settings import FerretSettings
+
+# Passages fetched per wanted document before deduplication by document.
+_PASSAGES_PER_DOCUMENT = 3
+MAX_K = 1000
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    document_id: int
+    external_id: str
+    title: str
+    text: str
+    score: float
+    passage_id: int
+    source: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_hit(cls, hit: SearchHit) -> SearchResult:
+        payload = hit.payload
+        return cls(
+            document_id=int(payload["document_id"]),
+            external_id=str(payload["external_id"]),
+            title=str(payload.get("title", "")),
+            text=str(payload.get("text", "")),
+            score=hit.score,
+            passage_id=int(payload["passage_id"]),
+            source=str(payload.get("source", "")),
+            metadata=dict(payload.get("metadata") or {}),
+        )
+
+    def snippet(self, width: int = 240) -> str:
+        text = " ".join(self.text.split())
+        return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + "…"
+
+
+def dedupe_by_document(hits: Sequence[SearchHit], k: int) -> list[SearchResult]:
+    results: list[SearchResult] = []
+    seen: set[int] = set()
+    for hit in hits:
+        result = SearchResult.from_hit(hit)
+        if result.document_id not in seen:
+            seen.add(result.document_id)
+            results.append(result)
+            if len(results) == k:
+                break
+    return results
+
+
+class Searcher:
+    def __init__(self, session: Session, settings: FerretSettings, backend: IndexBackend) -> None:
+        self.session = session
+        self.settings = settings
+        self.backend = backend
+        self._sparse: dict[int, SparseEncoder] = {}
+
+    def _target(self, corpus: Corpus, index_version: IndexVersion | None) -> tuple[str, IndexVersion]:
+        if index_version is None:
+            active = active_index_version(self.session, corpus)
+            if active is None:
+                raise ConflictError(
+                    f"Corpus {corpus.name!r} has no active index; run `ferret index build --corpus {corpus.name} --promote`."
+                )
+            return corpus.name, active  # the alias: one atomic swap away from the next version
+        if index_version.state not in (IndexState.READY, IndexState.ACTIVE):
+            raise ConflictError(
+                f"Index version {index_version.version} is {index_version.state.value} and cannot be searched."
+            )
+        return index_version.collection, index_version
+
+    def _sparse_encoder(self, corpus: Corpus) -> SparseEncoder:
+        if corpus.id not in self._sparse:
+            self._sparse[corpus.id] = sparse_encoder_for(self.session, corpus)
+        return self._sparse[corpus.id]
+
+    def requests(
+        self,
+        corpus: Corpus,
+        index_version: IndexVersion,
+        queries: Sequence[str],
+        *,
+        k: int,
+        mode: SearchMode,
+        acl_groups: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+    ) -> list[SearchRequest]:
+        if mode not in SEARCH_MODES:
+            raise InvalidInputError(f"Search mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
+        if not 1 <= k <= MAX_K:
+            raise InvalidInputError(f"k must be between 1 and {MAX_K}.")
+        groups = None if acl_groups is None else sorted({*acl_groups, PUBLIC_GROUP})
+        dense = None
+        if mode != "sparse":
+            encoder = load_encoder(index_version.model_version.path, self.settings)
+            dense = encoder.encode_queries(list(queries), batch_size=self.settings.encode_batch_size)
+        sparse = self._sparse_encoder(corpus)
+        return [
+            SearchRequest(
+                limit=k * _PASSAGES_PER_DOCUMENT,
+                mode=mode,
+                dense=dense[i] if dense is not None else None,
+                sparse=sparse.embed_query(query) if mode != "dense" else None,
+                acl_groups=groups,
+                filters=dict(filters or {}),
+                rrf_k=self.settings.rrf_k,
+            )
+            for i, query in enumerate(queries)
+        ]
+
+    def search(
+        self,
+        corpus_name: str,
+        query: str,
+        *,
+        k: int = 10,
+        mode: SearchMode | None = None,
+        acl_groups: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        index_version: IndexVersion | None = None,
+    ) -> list[SearchResult]:
+        if not query.strip():
+            raise InvalidInputError("The query is empty; type a few words to search for.")
+        return self.search_many(
+            corpus_name,
+            [query],
+            k=k,
+            mode=mode,
+            acl_groups=acl_groups,
+            filters=filters,
+            index_version=index_version,
+        )[0]
+
+    def search_many(
+        self,
+        corpus_name: str,
+        queries: Sequence[str],
+        *,
+        k: int = 10,
+        mode: SearchMode | None = None,
+        acl_groups: Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        index_version: IndexVersion | None = None,
+    ) -> list[list[SearchResult]]:
+        corpus = get_corpus(self.session, corpus_name)
+        target, version = self._target(corpus, index_version)
+        requests = self.requests(
+            corpus,
+            version,
+            queries,
+            k=k,
+            mode=mode or self.settings.search_mode,
+            acl_groups=acl_groups,
+            filters=filters,
+        )
+        hits = self.backend.search_batch(target, requests)
+        return [dedupe_by_document(h, k) for h in hits]

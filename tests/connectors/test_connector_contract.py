@@ -1,0 +1,48 @@
+"""The contract every connector keeps, run against each one (after Haystack's ``testing/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferret.connectors.base import LoadConnector, SlimConnector
+from ferret.connectors.models import Document, SkippedItem
+from ferret.connectors.registry import CONNECTORS, build_connector
+
+
+@pytest.fixture(params=sorted(CONNECTORS))
+def connector(request: pytest.FixtureRequest, docs_folder: Path, beir_dataset: Path) -> LoadConnector:
+    configs = {"filesystem": {"root": docs_folder}, "beir": {"path": beir_dataset}}
+    built = build_connector(request.param, **configs[request.param])
+    assert isinstance(built, LoadConnector)
+    return built
+
+
+def test_outputs_are_documents_or_skipped_items(connector: LoadConnector) -> None:
+    items = list(connector.load_from_source())
+
+    assert items
+    assert all(isinstance(item, Document | SkippedItem) for item in items)
+    assert all(item.source == connector.source_name for item in items if isinstance(item, Document))
+
+
+def test_external_ids_are_unique(connector: LoadConnector) -> None:
+    ids = [item.external_id for item in connector.load_from_source()]
+
+    assert len(ids) == len(set(ids))
+
+
+def test_list_external_ids_matches_loaded_documents(connector: LoadConnector) -> None:
+    assert isinstance(connector, SlimConnector)
+    loaded = {item.external_id for item in connector.load_from_source() if isinstance(item, Document)}
+
+    assert set(connector.list_external_ids()) == loaded
+
+
+def test_content_hash_is_stable_across_loads(connector: LoadConnector) -> None:
+    def hashes() -> dict[str, str]:
+        documents = [item for item in connector.load_from_source() if isinstance(item, Document)]
+        return {document.external_id: document.content_hash for document in documents}
+
+    assert hashes() == hashes()

@@ -1,0 +1,246 @@
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from ferret.connectors.filesystem import FilesystemConnector
+from ferret.connectors.models import Document, SkippedItem
+from ferret.core.errors import InvalidInputError
+
+
+def load(root: Path, **config: object) -> dict[str, Document | SkippedItem]:
+    return {item.external_id: item for item in FilesystemConnector(root=root, **config).load_from_source()}
+
+
+def document(items: dict[str, Document | SkippedItem], external_id: str) -> Document:
+    item = items[external_id]
+    assert isinstance(item, Document), item
+    return item
+
+
+def skip_reason(items: dict[str, Document | SkippedItem], external_id: str) -> str:
+    item = items[external_id]
+    assert isinstance(item, SkippedItem), item
+    return item.reason
+
+
+def test_every_format_is_parsed_with_its_title(docs_folder: Path) -> None:
+    items = load(docs_folder, name="handbook")
+
+    assert sorted(items) == [
+        "guides/faq.html",
+        "guides/onboarding.md",
+        "notes.txt",
+        "policy.docx",
+        "report.pdf",
+    ]
+    assert all(isinstance(item, Document) and item.source == "handbook" for item in items.values())
+    titles = {external_id: document(items, external_id).title for external_id in items}
+    assert titles == {
+        "guides/faq.html": "FAQ",
+        "guides/onboarding.md": "Onboarding",
+        "notes.txt": "notes",
+        "policy.docx": "Remote Policy",
+        "report.pdf": "Q3 Report",
+    }
+    assert "Quarterly revenue grew." in document(items, "report.pdf").text
+    assert "Remote work is allowed" in document(items, "policy.docx").text
+    assert "descaling" in document(items, "notes.txt").text
+
+
+def test_metadata_describes_the_file(docs_folder: Path) -> None:
+    notes = docs_folder / "notes.txt"
+    os.utime(notes, (1_700_000_000, 1_700_000_000))
+
+    item = document(load(docs_folder), "notes.txt")
+
+    assert item.metadata == {
+        "path": "notes.txt",
+        "extension": ".txt",
+        "size": notes.stat().st_size,
+    }
+    assert item.updated_at == datetime(2023, 11, 14, 22, 13, 20, tzinfo=UTC)
+    hash_before = item.content_hash
+    os.utime(notes, (1_800_000_000, 1_800_000_000))
+    assert document(load(docs_folder), "notes.txt").content_hash == hash_before  # touching is not a change
+    assert item.acl_groups == ["public"]
+
+
+def test_html_drops_scripts_and_styles(tmp_path: Path) -> None:
+    (tmp_path / "page.htm").write_text(
+        "<html><head><title> Benefits &amp; Perks </title><style>p { color: red }</style></head>"
+        "<body><script>trackVisitor()</script><h1>Dental</h1><p>Covered <b>fully</b>.</p></body></html>",
+        encoding="utf-8",
+    )
+
+    page = document(load(tmp_path), "page.htm")
+
+    assert page.title == "Benefits & Perks"
+    assert "Dental" in page.text and "fully" in page.text
+    assert "trackVisitor" not in page.text and "color" not in page.text
+
+
+def test_docx_keeps_tables_in_order(tmp_path: Path, make_docx: Callable[..., Path]) -> None:
+    make_docx(tmp_path / "rates.docx", ["Mileage rates:"], table=[["Car", "0.30"], ["Bike", "0.10"]])
+
+    rates = document(load(tmp_path), "rates.docx")
+
+    assert rates.title == "rates"
+    assert rates.text.splitlines() == ["Mileage rates:", "Car | 0.30", "Bike | 0.10"]
+
+
+def test_markdown_title_is_first_heading_at_any_level(tmp_path: Path) -> None:
+    (tmp_path / "a.md").write_text("Intro line\n\n## Travel ##\n\n# Later\n", encoding="utf-8")
+    (tmp_path / "b.md").write_text("No heading here.\n", encoding="utf-8")
+
+    items = load(tmp_path)
+
+    assert document(items, "a.md").title == "Travel"
+    assert document(items, "b.md").title == "b"
+
+
+def test_non_utf8_text_is_kept(tmp_path: Path) -> None:
+    (tmp_path / "legacy.txt").write_bytes("Caf\u00e9 menu".encode("cp1252"))
+
+    assert document(load(tmp_path), "legacy.txt").text == "Caf\u00e9 menu"
+
+
+def test_bad_files_are_skipped_with_their_reason(tmp_path: Path, make_pdf: Callable[..., bytes]) -> None:
+    (tmp_path / "binary.txt").write_bytes(b"MZ\x00\x00\x90")
+    (tmp_path / "blank.md").write_text("  \n\t\n", encoding="utf-8")
+    (tmp_path / "big.txt").write_text("x" * 1001, encoding="utf-8")
+    (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8\xff")
+    (tmp_path / "Makefile").write_text("all:\n", encoding="utf-8")
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf")
+    (tmp_path / "scan.pdf").write_bytes(make_pdf([]))
+    (tmp_path / "broken.docx").write_bytes(b"PK\x03\x04 not a zip")
+    (tmp_path / "good.txt").write_text("fine", encoding="utf-8")
+
+    items = load(tmp_path, max_file_bytes=1000)
+
+    assert "binary" in skip_reason(items, "binary.txt")
+    assert "no text to index" in skip_reason(items, "blank.md")
+    assert "1,001 bytes, over the max_file_bytes limit of 1,000" in skip_reason(items, "big.txt")
+    assert "unsupported file type '.jpg'" in skip_reason(items, "photo.jpg")
+    assert "unsupported file type '(none)'" in skip_reason(items, "Makefile")
+    assert "corrupt or unreadable PDF" in skip_reason(items, "broken.pdf")
+    assert "OCR" in skip_reason(items, "scan.pdf")
+    assert "corrupt or unreadable DOCX" in skip_reason(items, "broken.docx")
+    assert isinstance(items["good.txt"], Document)
+
+
+def test_missing_office_extra_is_a_skip_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_pdf: Callable[..., bytes]
+) -> None:
+    (tmp_path / "report.pdf").write_bytes(make_pdf(["text"]))
+    (tmp_path / "letter.docx").write_bytes(b"irrelevant")
+    monkeypatch.setitem(sys.modules, "pypdf", None)
+    monkeypatch.setitem(sys.modules, "docx", None)
+
+    items = load(tmp_path)
+
+    assert skip_reason(items, "report.pdf") == "install ferret[office] to read .pdf files"
+    assert skip_reason(items, "letter.docx") == "install ferret[office] to read .docx files"
+
+
+def test_too_long_path_is_skipped(tmp_path: Path) -> None:
+    folder = tmp_path
+    for _ in range(6):
+        folder = folder / ("d" * 200)
+    folder.mkdir(parents=True)
+    (folder / "deep.txt").write_text("deep", encoding="utf-8")
+
+    (item,) = load(tmp_path).values()
+
+    assert isinstance(item, SkippedItem)
+    assert len(item.external_id) == 1024
+    assert item.reason.startswith("path is longer than 1024 characters")
+
+
+def test_unreadable_files_are_skipped(tmp_path: Path) -> None:
+    (tmp_path / "dangling.txt").symlink_to(tmp_path / "gone.txt")
+    locked = tmp_path / "locked.txt"
+    locked.write_text("secret", encoding="utf-8")
+    locked.chmod(0)
+
+    items = load(tmp_path)
+
+    assert skip_reason(items, "dangling.txt").startswith("cannot read file: No such file")
+    if os.geteuid() != 0:  # root reads any file
+        assert skip_reason(items, "locked.txt") == "cannot read file: Permission denied"
+
+
+def test_hidden_entries_are_left_out_and_include_filters(tmp_path: Path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD.txt").write_text("ref", encoding="utf-8")
+    (tmp_path / ".env.txt").write_text("KEY=1", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.md").write_text("a", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("b", encoding="utf-8")
+
+    assert sorted(load(tmp_path)) == ["b.txt", "sub/a.md"]
+    assert sorted(load(tmp_path, include=["*.md"])) == ["sub/a.md"]
+
+
+def test_poll_returns_files_modified_in_the_window(tmp_path: Path) -> None:
+    for name, mtime in [("old.txt", 1_000), ("edge.txt", 2_000), ("new.txt", 3_000)]:
+        (tmp_path / name).write_text(name, encoding="utf-8")
+        os.utime(tmp_path / name, (mtime, mtime))
+    connector = FilesystemConnector(root=tmp_path)
+
+    def polled(start: datetime | None, end: datetime) -> list[str]:
+        return sorted(item.external_id for item in connector.poll_source(start, end))
+
+    at = datetime.fromtimestamp
+    assert polled(at(1_000, UTC), at(2_000, UTC)) == ["edge.txt"]
+    assert polled(at(2_000, UTC), at(5_000, UTC)) == ["new.txt"]
+    assert polled(None, at(2_500, UTC)) == ["edge.txt", "old.txt"]
+    assert polled(at(1_000, UTC).replace(tzinfo=None), at(3_000, UTC).replace(tzinfo=None)) == [
+        "edge.txt",
+        "new.txt",
+    ]
+
+
+def test_list_external_ids_lists_supported_files_without_parsing(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a", encoding="utf-8")
+    (tmp_path / "broken.pdf").write_bytes(b"not a pdf")
+    (tmp_path / "image.png").write_bytes(b"\x89PNG")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "b.HTML").write_text("<p>b</p>", encoding="utf-8")
+
+    assert list(FilesystemConnector(root=tmp_path).list_external_ids()) == ["a.txt", "broken.pdf", "d/b.HTML"]
+
+
+def test_acl_first_matching_glob_wins(tmp_path: Path) -> None:
+    (tmp_path / "hr" / "payroll").mkdir(parents=True)
+    (tmp_path / "hr" / "payroll" / "march.txt").write_text("salaries", encoding="utf-8")
+    (tmp_path / "hr" / "holidays.txt").write_text("holidays", encoding="utf-8")
+    (tmp_path / "menu.txt").write_text("menu", encoding="utf-8")
+    acl = {"hr/payroll/*": ["finance"], "hr/*": ["hr", "managers"]}
+    connector = FilesystemConnector(root=tmp_path, acl=acl)
+
+    assert connector.acl_groups("hr/payroll/march.txt") == ["finance"]
+    assert connector.acl_groups("hr/holidays.txt") == ["hr", "managers"]
+    assert connector.acl_groups("menu.txt") == ["public"]
+    assert document(load(tmp_path, acl=acl), "hr/holidays.txt").acl_groups == ["hr", "managers"]
+
+
+def test_bad_root_is_one_clear_sentence(tmp_path: Path) -> None:
+    file = tmp_path / "file.txt"
+    file.write_text("x", encoding="utf-8")
+
+    with pytest.raises(InvalidInputError, match="does not exist; point 'root' at an existing folder"):
+        FilesystemConnector(root=tmp_path / "missing")
+    with pytest.raises(InvalidInputError, match="is not a folder"):
+        FilesystemConnector(root=file)
+    with pytest.raises(InvalidInputError, match="root: Field required"):
+        FilesystemConnector()
+    with pytest.raises(InvalidInputError, match="roots: Extra inputs are not permitted"):
+        FilesystemConnector(root=tmp_path, roots=tmp_path)
+    with pytest.raises(InvalidInputError, match="max_file_bytes"):
+        FilesystemConnector(root=tmp_path, max_file_bytes=0)
