@@ -16,7 +16,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from ferret.core.settings import FerretSettings, get_settings  # noqa: E402
+from ferret.core.settings import FerretSettings, get_settings
 
 
 @pytest.fixture

@@ -78,9 +78,7 @@ def upgrade() -> None:
         _timestamp("last_run_at", nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_sources"),
         sa.UniqueConstraint("corpus_id", "name", name="uq_sources_corpus_id_name"),
-        sa.ForeignKeyConstraint(
-            ["corpus_id"], ["corpora.id"], name="fk_sources_corpus_id_corpora", ondelete="CASCADE"
-        ),
+        sa.ForeignKeyConstraint(["corpus_id"], ["corpora.id"], name="fk_sources_corpus_id_corpora", ondelete="CASCADE"),
     )
     op.create_table(
         "documents",
@@ -96,9 +94,7 @@ def upgrade() -> None:
         _timestamp("created_at"),
         _timestamp("updated_at"),
         sa.PrimaryKeyConstraint("id", name="pk_documents"),
-        sa.UniqueConstraint(
-            "corpus_id", "source", "external_id", name="uq_documents_corpus_id_source_external_id"
-        ),
+        sa.UniqueConstraint("corpus_id", "source", "external_id", name="uq_documents_corpus_id_source_external_id"),
         sa.ForeignKeyConstraint(
             ["corpus_id"], ["corpora.id"], name="fk_documents_corpus_id_corpora", ondelete="CASCADE"
         ),
@@ -166,9 +162,7 @@ def upgrade() -> None:
         _timestamp("started_at", nullable=True),
         _timestamp("finished_at", nullable=True),
         sa.PrimaryKeyConstraint("id", name="pk_jobs"),
-        sa.ForeignKeyConstraint(
-            ["corpus_id"], ["corpora.id"], name="fk_jobs_corpus_id_corpora", ondelete="SET NULL"
-        ),
+        sa.ForeignKeyConstraint(["corpus_id"], ["corpora.id"], name="fk_jobs_corpus_id_corpora", ondelete="SET NULL"),
         sa.CheckConstraint(_one_of("state", JOB_STATES), name="job_state"),
     )
 

@@ -38,9 +38,7 @@ def build_pdf(lines: list[str], title: str | None = None) -> bytes:
     return pdf
 
 
-def build_docx(
-    path: Path, paragraphs: list[str], table: list[list[str]] | None = None, title: str = ""
-) -> Path:
+def build_docx(path: Path, paragraphs: list[str], table: list[list[str]] | None = None, title: str = "") -> Path:
     document = docx.Document()
     document.core_properties.title = title
     for paragraph in paragraphs:

@@ -77,9 +77,7 @@ def start_postgres(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
         result = subprocess.run([*as_user, *args], cwd=tmp_dir, capture_output=True, text=True, check=False)
         if result.returncode != 0:
             log = log_file.read_text(errors="replace") if log_file.exists() else ""
-            raise RuntimeError(
-                f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}{log}"
-            )
+            raise RuntimeError(f"{' '.join(args)} failed ({result.returncode}):\n{result.stdout}{result.stderr}{log}")
 
     initdb, pg_ctl = str(bin_dir / "initdb"), str(bin_dir / "pg_ctl")
     run(

@@ -98,9 +98,7 @@ def test_enum_checks_allow_exactly_the_model_values(database_url: str) -> None:
     try:
         inspector = inspect(engine)
         for table in Base.metadata.sorted_tables:
-            checks = {
-                check["name"]: check["sqltext"] for check in inspector.get_check_constraints(table.name)
-            }
+            checks = {check["name"]: check["sqltext"] for check in inspector.get_check_constraints(table.name)}
             for column in table.columns:
                 if isinstance(column.type, Enum):
                     allowed = set(re.findall(r"'([^']*)'", checks[column.type.name]))

@@ -55,9 +55,7 @@ def _fill(session: Session) -> tuple[Corpus, Document, Job, IndexVersion]:
             Passage(corpus_id=corpus.id, ordinal=1, text="is 25 days.", token_count=4),
         ],
     )
-    index = IndexVersion(
-        corpus=corpus, model_version=model, version=1, collection="handbook__v1", backend="embedded"
-    )
+    index = IndexVersion(corpus=corpus, model_version=model, version=1, collection="handbook__v1", backend="embedded")
     job = Job(kind="index_build", corpus_id=corpus.id, params={"version": 1})
     session.add_all([document, index, job])
     session.commit()

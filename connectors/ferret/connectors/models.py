@@ -34,9 +34,7 @@ class Document(BaseModel):
     @property
     def content_hash(self) -> str:
         """SHA-256 over everything that changes what is indexed; same hash on re-ingest = unchanged."""
-        blob = json.dumps(
-            [self.title, self.text, sorted(self.acl_groups), self.metadata], sort_keys=True, default=str
-        )
+        blob = json.dumps([self.title, self.text, sorted(self.acl_groups), self.metadata], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 

@@ -33,9 +33,7 @@ class FerretSettings(BaseSettings):
         validation_alias="FERRET_DATABASE_URL",
         description="SQLAlchemy URL; PostgreSQL in production. Default: SQLite under FERRET_HOME.",
     )
-    qdrant_url: str | None = Field(
-        default=None, description="Qdrant server URL; unset = embedded Qdrant Edge."
-    )
+    qdrant_url: str | None = Field(default=None, description="Qdrant server URL; unset = embedded Qdrant Edge.")
     qdrant_api_key: SecretStr | None = Field(default=None, description="API key of the Qdrant server.")
 
     # Chunking (REALM's setting: passages of at most 288 wordpieces, title included).
@@ -47,9 +45,7 @@ class FerretSettings(BaseSettings):
         default=None,
         description="Path of the base dual encoder; default: the pinned all-MiniLM-L6-v2 package.",
     )
-    device: str | None = Field(
-        default=None, description="torch device; default: cuda when present, else cpu."
-    )
+    device: str | None = Field(default=None, description="torch device; default: cuda when present, else cpu.")
     encode_batch_size: int = Field(default=64, ge=1)
 
     # Index.
@@ -58,9 +54,7 @@ class FerretSettings(BaseSettings):
     rrf_k: int = Field(default=60, ge=1, description="Reciprocal rank fusion constant (Cormack et al. 2009).")
 
     # Ingestion.
-    max_file_bytes: int = Field(
-        default=50_000_000, ge=1, description="Larger files are skipped and reported."
-    )
+    max_file_bytes: int = Field(default=50_000_000, ge=1, description="Larger files are skipped and reported.")
 
     @field_validator("home")
     @classmethod

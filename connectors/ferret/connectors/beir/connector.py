@@ -33,13 +33,9 @@ class BeirConnector(LoadConnector, SlimConnector):
         unknown = sorted(set(config) - set(_CONFIG_KEYS))
         if unknown:
             keys = ", ".join(_CONFIG_KEYS)
-            raise InvalidInputError(
-                f"Unknown BEIR connector config keys {', '.join(unknown)}; the keys are {keys}."
-            )
+            raise InvalidInputError(f"Unknown BEIR connector config keys {', '.join(unknown)}; the keys are {keys}.")
         if not config.get("path"):
-            raise InvalidInputError(
-                "The BEIR connector needs 'path', the dataset folder holding corpus.jsonl."
-            )
+            raise InvalidInputError("The BEIR connector needs 'path', the dataset folder holding corpus.jsonl.")
         self.path = Path(config["path"]).expanduser()
         if not (self.path / CORPUS_FILE).is_file():
             raise InvalidInputError(

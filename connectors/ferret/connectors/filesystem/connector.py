@@ -70,15 +70,11 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
                 for problem in error.errors()
             )
             keys = ", ".join(FilesystemConfig.model_fields)
-            raise InvalidInputError(
-                f"Invalid filesystem connector config ({problems}); the keys are {keys}."
-            ) from None
+            raise InvalidInputError(f"Invalid filesystem connector config ({problems}); the keys are {keys}.") from None
         self.root = self.settings.root.expanduser().resolve()
         if not self.root.is_dir():
             what = "is not a folder" if self.root.exists() else "does not exist"
-            raise InvalidInputError(
-                f"Filesystem source root {self.root} {what}; point 'root' at an existing folder."
-            )
+            raise InvalidInputError(f"Filesystem source root {self.root} {what}; point 'root' at an existing folder.")
 
     def load_from_source(self) -> ConnectorOutput:
         for path, external_id in self._walk():

@@ -32,9 +32,7 @@ def ensure_schema(settings: FerretSettings) -> None:
         return
     current, head = migrate.current_revision(url), migrate.head_revision()
     if current != head:
-        raise FerretError(
-            f"The database is at revision {current or 'none'}, not {head}; run `ferret db upgrade`."
-        )
+        raise FerretError(f"The database is at revision {current or 'none'}, not {head}; run `ferret db upgrade`.")
 
 
 @contextmanager

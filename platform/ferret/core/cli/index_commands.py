@@ -41,9 +41,7 @@ def build(
         if promote:
             versions.promote(index_version)
             versions.collect()
-            console.print(
-                f"promoted version {index_version.version}; alias {corpus} -> {index_version.collection}"
-            )
+            console.print(f"promoted version {index_version.version}; alias {corpus} -> {index_version.collection}")
 
 
 @index_app.command("list")
@@ -95,6 +93,4 @@ def collect(
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         retired = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).collect(keep)
-        console.print(
-            f"retired {len(retired)} version(s): {', '.join(v.collection for v in retired) or 'none'}"
-        )
+        console.print(f"retired {len(retired)} version(s): {', '.join(v.collection for v in retired) or 'none'}")

@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated, cast
+from typing import Annotated
 
 import typer
 
 from ferret.core.cli.context import app_context
 from ferret.core.cli.index_commands import index_app
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
-from ferret.core.corpus.ingest import IngestReport, Ingestor
+from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
 from ferret.core.errors import FerretError, InvalidInputError
-from ferret.core.index.types import SEARCH_MODES, SearchMode
+from ferret.core.index.types import parse_mode
 from ferret.core.search.searcher import Searcher
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
@@ -113,11 +113,9 @@ def search(
     ] = None,
 ) -> None:
     """Search the active index version of a corpus."""
-    if mode is not None and mode not in SEARCH_MODES:
-        raise InvalidInputError(f"Mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
     with app_context() as ctx:
         results = Searcher(ctx.session, ctx.settings, ctx.backend).search(
-            corpus, query, k=k, mode=cast(SearchMode | None, mode), acl_groups=group
+            corpus, query, k=k, mode=parse_mode(mode), acl_groups=group
         )
         print_results(query, results)
 
@@ -126,13 +124,9 @@ def search(
 def evaluate(
     dataset: Annotated[Path, typer.Option(help="A BEIR dataset folder.")],
     split: Annotated[str, typer.Option(help="qrels split: test, dev or train.")] = "test",
-    model: Annotated[
-        list[str] | None, typer.Option("--model", "-m", help="Model versions (default: base).")
-    ] = None,
+    model: Annotated[list[str] | None, typer.Option("--model", "-m", help="Model versions (default: base).")] = None,
     corpus: Annotated[str | None, typer.Option(help="Corpus name (default: beir-<folder>).")] = None,
-    json_path: Annotated[
-        Path | None, typer.Option("--json", help="Also write the rows as JSON here.")
-    ] = None,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
 ) -> None:
     """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side."""
     from ferret.core.eval.evaluate import evaluate_dataset
@@ -157,9 +151,7 @@ def evaluate(
 
 @app.command()
 def quickstart(
-    home: Annotated[
-        Path | None, typer.Option(help="FERRET_HOME to use (default: the configured one).")
-    ] = None,
+    home: Annotated[Path | None, typer.Option(help="FERRET_HOME to use (default: the configured one).")] = None,
 ) -> None:
     """Ingest the bundled demo corpus, index it, show searches and evaluate BM25 against the base model."""
     from ferret.core.cli.quickstart import run_quickstart

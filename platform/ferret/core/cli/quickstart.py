@@ -14,7 +14,7 @@ from ferret.connectors.beir.connector import BeirConnector
 from ferret.connectors.beir.loader import load_queries
 from ferret.core.cli.context import app_context
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
-from ferret.core.corpus.ingest import IngestReport, Ingestor
+from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import get_or_create_corpus
 from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET
 from ferret.core.encoder.registry import ModelRegistry

@@ -40,18 +40,14 @@ def print_results(query: str, results: Sequence[SearchResult]) -> None:
         console.print("  (no results)")
     for rank, result in enumerate(results, start=1):
         title = result.title or result.external_id
-        console.print(
-            f"  {rank:>2}. [cyan]{title}[/cyan]  [dim]{result.score:.4f}  {result.external_id}[/dim]"
-        )
+        console.print(f"  {rank:>2}. [cyan]{title}[/cyan]  [dim]{result.score:.4f}  {result.external_id}[/dim]")
         console.print(f"      {result.snippet()}", highlight=False)
 
 
 def eval_table(title: str, rows: Sequence[EvalRow]) -> Table:
     table = Table(title=title)
     for column in ("system", "model", "mode", "nDCG@10", "Recall@100", "MRR@10", "queries", "seconds"):
-        table.add_column(
-            column, justify="right" if column[0].isupper() or column in ("queries", "seconds") else "left"
-        )
+        table.add_column(column, justify="right" if column[0].isupper() or column in ("queries", "seconds") else "left")
     for row in rows:
         table.add_row(
             row.system,

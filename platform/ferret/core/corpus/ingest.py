@@ -103,9 +103,7 @@ class Ingestor:
         elif isinstance(connector, LoadConnector):
             items, present = connector.load_from_source(), None
         else:
-            raise InvalidInputError(
-                f"The {connector.kind} connector cannot load a source in full; use --incremental."
-            )
+            raise InvalidInputError(f"The {connector.kind} connector cannot load a source in full; use --incremental.")
 
         report = IngestReport()
         known = document_hashes(self.session, self.corpus, source.name)
@@ -134,11 +132,7 @@ class Ingestor:
         # Deletions: a full load saw everything; an incremental poll asks the source which ids remain.
         remaining = present if present is not None else (seen if not incremental else None)
         if remaining is not None:
-            gone = [
-                doc_id
-                for external_id, (doc_id, _) in known.items()
-                if external_id not in remaining and doc_id > 0
-            ]
+            gone = [doc_id for external_id, (doc_id, _) in known.items() if external_id not in remaining and doc_id > 0]
             stale_passage_ids.extend(passage_ids_of_documents(self.session, gone))
             delete_documents(self.session, gone)
             report.deleted = len(gone)
@@ -154,9 +148,7 @@ class Ingestor:
             self.progress(report)
         return report
 
-    def _items(
-        self, items: Iterator[SourceDocument | SkippedItem], report: IngestReport
-    ) -> Iterator[SourceDocument]:
+    def _items(self, items: Iterator[SourceDocument | SkippedItem], report: IngestReport) -> Iterator[SourceDocument]:
         for item in items:
             if isinstance(item, SkippedItem):
                 report.skipped.append(item)

@@ -26,9 +26,7 @@ def validate_corpus_name(name: str) -> str:
 def get_corpus(session: Session, name: str) -> Corpus:
     corpus = session.scalar(select(Corpus).where(Corpus.name == name))
     if corpus is None:
-        raise NotFoundError(
-            f"Corpus {name!r} does not exist; create it with `ferret ingest --corpus {name} ...`."
-        )
+        raise NotFoundError(f"Corpus {name!r} does not exist; create it with `ferret ingest --corpus {name} ...`.")
     return corpus
 
 
@@ -75,18 +73,14 @@ def corpus_counts(session: Session, corpus: Corpus) -> tuple[int, int]:
     return documents, passages
 
 
-def get_or_create_source(
-    session: Session, corpus: Corpus, name: str, kind: str, config: dict[str, Any]
-) -> Source:
+def get_or_create_source(session: Session, corpus: Corpus, name: str, kind: str, config: dict[str, Any]) -> Source:
     source = session.scalar(select(Source).where(Source.corpus_id == corpus.id, Source.name == name))
     if source is None:
         source = Source(corpus_id=corpus.id, name=name, kind=kind, config=config)
         session.add(source)
         session.flush()
     elif source.kind != kind:
-        raise ConflictError(
-            f"Source {name!r} of corpus {corpus.name!r} is a {source.kind} source, not {kind}."
-        )
+        raise ConflictError(f"Source {name!r} of corpus {corpus.name!r} is a {source.kind} source, not {kind}.")
     else:
         source.config = config
     return source

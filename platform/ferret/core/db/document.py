@@ -48,10 +48,10 @@ def iter_passages(
         ordered = sorted(passage_ids)
         for start in range(0, len(ordered), batch_size):
             chunk = ordered[start : start + batch_size]
-            rows = session.execute(
+            selected = session.execute(
                 select(Passage, Document).join(Document).where(Passage.id.in_(chunk)).order_by(Passage.id)
             )
-            yield [(passage, document) for passage, document in rows]
+            yield [(passage, document) for passage, document in selected]
         return
     last_id = 0
     while True:

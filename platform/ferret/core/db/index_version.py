@@ -31,9 +31,7 @@ def create_index_version(session: Session, corpus: Corpus, model: ModelVersion, 
 
 def list_index_versions(session: Session, corpus: Corpus) -> list[IndexVersion]:
     return list(
-        session.scalars(
-            select(IndexVersion).where(IndexVersion.corpus_id == corpus.id).order_by(IndexVersion.version)
-        )
+        session.scalars(select(IndexVersion).where(IndexVersion.corpus_id == corpus.id).order_by(IndexVersion.version))
     )
 
 
@@ -48,9 +46,7 @@ def get_index_version(session: Session, corpus: Corpus, version: int) -> IndexVe
 
 def active_index_version(session: Session, corpus: Corpus) -> IndexVersion | None:
     return session.scalar(
-        select(IndexVersion).where(
-            IndexVersion.corpus_id == corpus.id, IndexVersion.state == IndexState.ACTIVE
-        )
+        select(IndexVersion).where(IndexVersion.corpus_id == corpus.id, IndexVersion.state == IndexState.ACTIVE)
     )
 
 

@@ -11,9 +11,7 @@ from ferret.core.db.models import Corpus, Job, JobState, utcnow
 from ferret.core.errors import NotFoundError
 
 
-def create_job(
-    session: Session, kind: str, corpus: Corpus | None = None, params: dict[str, Any] | None = None
-) -> Job:
+def create_job(session: Session, kind: str, corpus: Corpus | None = None, params: dict[str, Any] | None = None) -> Job:
     job = Job(kind=kind, corpus_id=corpus.id if corpus else None, params=params or {}, state=JobState.QUEUED)
     session.add(job)
     session.flush()

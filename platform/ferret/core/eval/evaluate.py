@@ -93,9 +93,7 @@ def evaluate_dataset(
     documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
     bm25 = BM25Baseline(documents)
     run = dict(zip(query_ids, bm25.search(texts, k=100), strict=True))
-    rows.append(
-        EvalRow("bm25s", None, None, evaluate_run(run, qrels), time.perf_counter() - started, len(query_ids))
-    )
+    rows.append(EvalRow("bm25s", None, None, evaluate_run(run, qrels), time.perf_counter() - started, len(query_ids)))
 
     corpus = get_or_create_corpus(
         session,

@@ -34,7 +34,7 @@ def _condition(key: str, value: Any) -> qe.FieldCondition:
 
 
 def build_filter(request: SearchRequest) -> qe.Filter | None:
-    must = [_condition(key, value) for key, value in request.filters.items()]
+    must: list[Any] = [_condition(key, value) for key, value in request.filters.items()]
     if request.acl_groups is not None:
         must.append(_condition("acl_groups", list(request.acl_groups) or ["\x00no-group"]))
     return qe.Filter(must=must) if must else None
@@ -155,9 +155,7 @@ class EdgeIndexBackend(IndexBackend):
         params = qe.SearchParams(hnsw_ef=request.hnsw_ef, exact=request.exact)
         query_filter = build_filter(request)
         dense = qe.Query.Nearest(request.dense.tolist(), using=DENSE) if request.dense is not None else None
-        sparse = (
-            qe.Query.Nearest(_sparse(request.sparse), using=SPARSE) if request.sparse is not None else None
-        )
+        sparse = qe.Query.Nearest(_sparse(request.sparse), using=SPARSE) if request.sparse is not None else None
         if request.mode == "hybrid":
             prefetches = [
                 qe.Prefetch(limit=request.candidates, query=dense, params=params, filter=query_filter),
@@ -166,7 +164,7 @@ class EdgeIndexBackend(IndexBackend):
             return qe.QueryRequest(
                 limit=request.limit,
                 prefetches=prefetches,
-                query=qe.Fusion.Rrf(k=request.rrf_k),
+                query=qe.Fusion.Rrf(k=request.rrf_k),  # type: ignore[arg-type]  # the stub omits Fusion's variants
                 filter=query_filter,
                 with_payload=True,
             )
@@ -188,10 +186,7 @@ class EdgeIndexBackend(IndexBackend):
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         shard = self._shard(self._target(name))
         results = shard.query_batch(qe.QueryBatchRequest([self._request(r) for r in requests]))
-        return [
-            [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
-            for points in results
-        ]
+        return [[SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points] for points in results]
 
     def close(self) -> None:
         with self._lock:

@@ -97,9 +97,7 @@ class QdrantServerBackend(IndexBackend):
         if self.resolve_alias(alias) is not None:
             operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
         operations.append(
-            models.CreateAliasOperation(
-                create_alias=models.CreateAlias(collection_name=collection, alias_name=alias)
-            )
+            models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=collection, alias_name=alias))
         )
         self.client.update_collection_aliases(change_aliases_operations=operations)
 
@@ -128,9 +126,7 @@ class QdrantServerBackend(IndexBackend):
                     models.Prefetch(
                         query=dense, using=DENSE, limit=request.candidates, params=params, filter=query_filter
                     ),
-                    models.Prefetch(
-                        query=sparse, using=SPARSE, limit=request.candidates, filter=query_filter
-                    ),
+                    models.Prefetch(query=sparse, using=SPARSE, limit=request.candidates, filter=query_filter),
                 ],
                 "query": models.RrfQuery(rrf=models.Rrf(k=request.rrf_k)),
                 "query_filter": query_filter,
@@ -151,9 +147,7 @@ class QdrantServerBackend(IndexBackend):
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         batch = [models.QueryRequest(with_payload=True, **self._batch_query(r)) for r in requests]
         responses = self.client.query_batch_points(name, requests=batch)
-        return [
-            [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in r.points] for r in responses
-        ]
+        return [[SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in r.points] for r in responses]
 
     def _batch_query(self, request: SearchRequest) -> dict[str, Any]:
         query = self._query(request)

@@ -21,9 +21,7 @@ BM25_TOKENS_PER_WORDPIECE = 0.55
 class SparseEncoder:
     def __init__(self, avg_len: float = 150.0, *, k: float = 1.2, b: float = 0.75) -> None:
         self.avg_len = max(avg_len, 1.0)
-        self._model = qdrant_edge.Bm25(
-            qdrant_edge.Bm25Config(k=k, b=b, avg_len=self.avg_len, language="english")
-        )
+        self._model = qdrant_edge.Bm25(qdrant_edge.Bm25Config(k=k, b=b, avg_len=self.avg_len, language="english"))
 
     @classmethod
     def for_wordpiece_length(cls, mean_wordpieces: float) -> SparseEncoder:

@@ -13,6 +13,19 @@ SPARSE = "bm25"
 SearchMode = Literal["dense", "sparse", "hybrid"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "sparse", "hybrid")
 
+
+def parse_mode(mode: str | None) -> SearchMode | None:
+    """A search mode from user input; ``None`` stays ``None`` (the configured default applies)."""
+    if mode is None:
+        return None
+    for known in SEARCH_MODES:
+        if mode == known:
+            return known
+    from ferret.core.errors import InvalidInputError
+
+    raise InvalidInputError(f"Search mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
+
+
 _POINT_NAMESPACE = uuid.UUID("6f1c9d3e-5a0b-4c7e-9b2d-1e8f4a6c3b70")
 
 

@@ -36,9 +36,7 @@ ProgressCallback = Callable[[int, int], None]
 
 
 class VersionedCollection:
-    def __init__(
-        self, session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus
-    ) -> None:
+    def __init__(self, session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus) -> None:
         self.session = session
         self.settings = settings
         self.backend = backend
@@ -56,14 +54,9 @@ class VersionedCollection:
 
     def build(self, model: ModelVersion, *, progress: ProgressCallback | None = None) -> IndexVersion:
         """Embed every passage into a new collection; returns the version in state ``ready``, not yet active."""
-        total = (
-            self.session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == self.corpus.id))
-            or 0
-        )
+        total = self.session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == self.corpus.id)) or 0
         if total == 0:
-            raise ConflictError(
-                f"Corpus {self.corpus.name!r} has no passages; ingest documents before indexing."
-            )
+            raise ConflictError(f"Corpus {self.corpus.name!r} has no passages; ingest documents before indexing.")
         index_version = create_index_version(self.session, self.corpus, model, self.backend.kind)
         index_version.passage_count = total
         self.session.commit()  # the building row is visible, so a crash leaves a trace to clean up
@@ -103,7 +96,8 @@ class VersionedCollection:
             return index_version
         if index_version.state != IndexState.READY:
             raise ConflictError(
-                f"Index version {index_version.version} is {index_version.state.value}; only a ready version can be promoted."
+                f"Index version {index_version.version} is {index_version.state.value}; "
+                "only a ready version can be promoted."
             )
         previous = active_index_version(self.session, self.corpus)
         self.backend.set_alias(self.alias, index_version.collection)
@@ -120,9 +114,7 @@ class VersionedCollection:
         candidates = [
             v
             for v in live_index_versions(self.session, self.corpus)
-            if v.state == IndexState.READY
-            and v.activated_at is not None
-            and (current is None or v.id != current.id)
+            if v.state == IndexState.READY and v.activated_at is not None and (current is None or v.id != current.id)
         ]
         if not candidates:
             raise NotFoundError(f"Corpus {self.corpus.name!r} has no earlier ready version to roll back to.")
@@ -139,9 +131,7 @@ class VersionedCollection:
             index_version.state = IndexState.RETIRED
             retired.append(index_version)
         for index_version in list_index_versions(self.session, self.corpus):
-            if index_version.state == IndexState.FAILED and self.backend.collection_exists(
-                index_version.collection
-            ):
+            if index_version.state == IndexState.FAILED and self.backend.collection_exists(index_version.collection):
                 self.backend.drop_collection(index_version.collection)
         self.session.commit()
         return retired
@@ -153,8 +143,6 @@ class VersionedCollection:
             self.backend.delete(collection, [point_id(self.corpus.id, pid) for pid in delete_passage_ids])
             if upsert_passage_ids:
                 points = self._points(index_version.model_version)
-                for rows in iter_passages(
-                    self.session, self.corpus, passage_ids=upsert_passage_ids, batch_size=256
-                ):
+                for rows in iter_passages(self.session, self.corpus, passage_ids=upsert_passage_ids, batch_size=256):
                     self.backend.upsert(collection, points.build(rows))
             index_version.point_count = self.backend.count(collection)

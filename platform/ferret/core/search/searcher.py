@@ -27,7 +27,7 @@ from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.points import sparse_encoder_for
 from ferret.core.index.sparse import SparseEncoder
-from ferret.core.index.types import SEARCH_MODES, SearchHit, SearchMode, SearchRequest
+from ferret.core.index.types import SearchHit, SearchMode, SearchRequest
 from ferret.core.settings import FerretSettings
 
 # Passages fetched per wanted document before deduplication by document.
@@ -90,7 +90,8 @@ class Searcher:
             active = active_index_version(self.session, corpus)
             if active is None:
                 raise ConflictError(
-                    f"Corpus {corpus.name!r} has no active index; run `ferret index build --corpus {corpus.name} --promote`."
+                    f"Corpus {corpus.name!r} has no active index; "
+                    f"run `ferret index build --corpus {corpus.name} --promote`."
                 )
             return corpus.name, active  # the alias: one atomic swap away from the next version
         if index_version.state not in (IndexState.READY, IndexState.ACTIVE):
@@ -115,8 +116,6 @@ class Searcher:
         acl_groups: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
     ) -> list[SearchRequest]:
-        if mode not in SEARCH_MODES:
-            raise InvalidInputError(f"Search mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
         if not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be between 1 and {MAX_K}.")
         groups = None if acl_groups is None else sorted({*acl_groups, PUBLIC_GROUP})
