@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 _SENTENCE_END = {".", "!", "?", ";", ":"}
-_MIN_BODY_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,8 @@ class PassageChunker:
         if len(title_tokens) > self.max_tokens // 2:
             title = title[: title_offsets[self.max_tokens // 2 - 1][1]]
             title_tokens = title_tokens[: self.max_tokens // 2]
-        budget = max(self.max_tokens - len(title_tokens), _MIN_BODY_TOKENS)
+        # At least half of max_tokens (the title takes at most half), so always more than the overlap.
+        budget = self.max_tokens - len(title_tokens)
         tokens, offsets = self._tokenize(body)
         if not tokens:
             return []
@@ -73,12 +73,14 @@ class PassageChunker:
 
     @staticmethod
     def _cut_point(tokens: list[str], start: int, end: int) -> int:
-        """End of the window: after a sentence end in its last quarter, else at a word boundary."""
+        """End of the window: after a sentence end in its last quarter, else at a word boundary in its second half,
+        else (one word longer than half the window) inside that word rather than in many one-token windows."""
         floor = start + (end - start) * 3 // 4
         for cut in range(end, floor, -1):
             if tokens[cut - 1] in _SENTENCE_END and not tokens[cut].startswith("##"):
                 return cut
+        half = start + max(1, (end - start) // 2)
         cut = end
-        while cut > start + 1 and tokens[cut].startswith("##"):
+        while cut > half and tokens[cut].startswith("##"):
             cut -= 1
-        return cut
+        return end if tokens[cut].startswith("##") else cut

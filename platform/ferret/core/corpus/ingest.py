@@ -111,6 +111,9 @@ class Ingestor:
         new_passages: list[Passage] = []
         stale_passage_ids: list[int] = []
         for item in self._items(items, report):
+            if item.external_id in seen:
+                report.skipped.append(SkippedItem(external_id=item.external_id, reason="duplicate id; first one kept"))
+                continue
             seen.add(item.external_id)
             existing = known.get(item.external_id)
             if existing is not None and existing[1] == item.content_hash:

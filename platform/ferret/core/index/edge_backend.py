@@ -95,6 +95,11 @@ class EdgeIndexBackend(IndexBackend):
             if shard is not None:
                 shard.close()
             shutil.rmtree(self._path(collection), ignore_errors=True)
+            # As in Qdrant, a collection's aliases go with it: never leave an alias pointing at nothing.
+            aliases = self._read_aliases()
+            kept = {alias: target for alias, target in aliases.items() if target != collection}
+            if kept != aliases:
+                self._write_aliases(kept)
 
     def list_collections(self) -> list[str]:
         return sorted(p.name for p in self.collections_dir.iterdir() if p.is_dir())

@@ -12,7 +12,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import fcntl
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -35,6 +38,30 @@ from ferret.core.settings import FerretSettings
 ProgressCallback = Callable[[int, int], None]
 
 
+@contextmanager
+def _build_lock(path: Path) -> Iterator[None]:
+    """Held by the building process; the OS releases it if that process dies, even by SIGKILL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _lock_is_free(path: Path) -> bool:
+    if not path.exists():
+        return True
+    with open(path, "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return True
+
+
 class VersionedCollection:
     def __init__(self, session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus) -> None:
         self.session = session
@@ -52,14 +79,41 @@ class VersionedCollection:
             encoder, sparse_encoder_for(self.session, self.corpus), batch_size=self.settings.encode_batch_size
         )
 
+    def _lock_path(self, index_version: IndexVersion) -> Path:
+        return self.settings.home / "locks" / f"{index_version.collection}.lock"
+
+    def recover_abandoned_builds(self) -> list[IndexVersion]:
+        """Mark ``failed`` (and drop the partial collection of) builds whose process died without cleaning up."""
+        abandoned = [
+            v
+            for v in list_index_versions(self.session, self.corpus)
+            if v.state == IndexState.BUILDING and _lock_is_free(self._lock_path(v))
+        ]
+        for index_version in abandoned:
+            self.backend.drop_collection(index_version.collection)
+            index_version.state = IndexState.FAILED
+            index_version.error = "the build process stopped before finishing"
+            self._lock_path(index_version).unlink(missing_ok=True)
+        self.session.commit()
+        return abandoned
+
     def build(self, model: ModelVersion, *, progress: ProgressCallback | None = None) -> IndexVersion:
         """Embed every passage into a new collection; returns the version in state ``ready``, not yet active."""
         total = self.session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == self.corpus.id)) or 0
         if total == 0:
             raise ConflictError(f"Corpus {self.corpus.name!r} has no passages; ingest documents before indexing.")
+        self.recover_abandoned_builds()
         index_version = create_index_version(self.session, self.corpus, model, self.backend.kind)
         index_version.passage_count = total
-        self.session.commit()  # the building row is visible, so a crash leaves a trace to clean up
+        with _build_lock(self._lock_path(index_version)):  # taken before the row is visible to others
+            self.session.commit()  # the building row is visible, so a crash leaves a trace to clean up
+            self._fill(index_version, model, total, progress)
+        self._lock_path(index_version).unlink(missing_ok=True)
+        return index_version
+
+    def _fill(
+        self, index_version: IndexVersion, model: ModelVersion, total: int, progress: ProgressCallback | None
+    ) -> None:
         try:
             points = self._points(model)
             self.backend.create_collection(index_version.collection, model.dimension)
@@ -86,7 +140,6 @@ class VersionedCollection:
         index_version.state = IndexState.READY
         index_version.ready_at = utcnow()
         self.session.commit()
-        return index_version
 
     def promote(self, index_version: IndexVersion) -> IndexVersion:
         """Make a ready version the one search reads: one atomic alias swap, then the database record."""
@@ -124,6 +177,7 @@ class VersionedCollection:
     def collect(self, keep: int | None = None) -> list[IndexVersion]:
         """Retire ready versions beyond the newest ``keep`` and remove failed leftovers; the active one stays."""
         keep = self.settings.keep_index_versions if keep is None else keep
+        self.recover_abandoned_builds()
         retired: list[IndexVersion] = []
         ready = [v for v in list_index_versions(self.session, self.corpus) if v.state == IndexState.READY]
         for index_version in sorted(ready, key=lambda v: v.version, reverse=True)[keep:]:
