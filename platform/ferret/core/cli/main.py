@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from ferret.core.cli.context import app_context
 from ferret.core.cli.index_commands import index_app
@@ -25,7 +26,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at ru
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-app = typer.Typer(help="Ferret: a search engine trained on your own documents.", no_args_is_help=True)
+
+class _FerretGroup(TyperGroup):
+    """Turns a user error anywhere below into one sentence and exit status 1; bugs keep their traceback."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer >= 0.20 vendors click: its Context type varies
+        try:
+            return super().invoke(ctx)
+        except FerretError as exc:
+            err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+
+
+app = typer.Typer(cls=_FerretGroup, help="Ferret: a search engine trained on your own documents.", no_args_is_help=True)
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(index_app, name="index")
@@ -160,8 +173,4 @@ def quickstart(
 
 
 def main() -> None:
-    try:
-        app(standalone_mode=False)
-    except FerretError as exc:
-        err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
-        raise SystemExit(1) from None
+    app()

@@ -43,13 +43,21 @@ class PassageChunker:
         tokens = self.tokenizer.convert_ids_to_tokens(encoding["input_ids"])
         return tokens, [tuple(span) for span in encoding["offset_mapping"]]
 
-    def chunk(self, title: str, body: str) -> list[Chunk]:
+    def fit_title(self, title: str) -> str:
+        """The title as stored and embedded: whitespace normalized, cut at a token boundary to at most half of a
+        passage, so title + window always fit ``max_tokens``."""
         title = " ".join(title.split())
-        title_tokens, title_offsets = self._tokenize(title) if title else ([], [])
-        # A title may take at most half of a passage; longer titles are cut at a token boundary.
-        if len(title_tokens) > self.max_tokens // 2:
-            title = title[: title_offsets[self.max_tokens // 2 - 1][1]]
-            title_tokens = title_tokens[: self.max_tokens // 2]
+        if not title:
+            return title
+        tokens, offsets = self._tokenize(title)
+        if len(tokens) > self.max_tokens // 2:
+            title = title[: offsets[self.max_tokens // 2 - 1][1]]
+        return title
+
+    def chunk(self, title: str, body: str) -> list[Chunk]:
+        """Windows of ``body``; ``title`` should already be ``fit_title(title)`` (it is fitted again if not)."""
+        title = self.fit_title(title)
+        title_tokens = self._tokenize(title)[0] if title else []
         # At least half of max_tokens (the title takes at most half), so always more than the overlap.
         budget = self.max_tokens - len(title_tokens)
         tokens, offsets = self._tokenize(body)

@@ -7,6 +7,7 @@ only after the index is updated, and point ids are deterministic, so a failed in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,6 +30,7 @@ from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
 
 _FLUSH_EVERY = 200
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -143,13 +145,29 @@ class Ingestor:
         self.session.flush()
         report.passages_added = len(new_passages)
         report.passages_deleted = len(stale_passage_ids)
-        self.versions.sync([p.id for p in new_passages], stale_passage_ids)
+        added_ids = [p.id for p in new_passages]
+        try:
+            self.versions.sync(added_ids, stale_passage_ids)
+        except BaseException:
+            self.session.rollback()
+            self._undo_sync(added_ids, stale_passage_ids)
+            raise
         source.checkpoint = ConnectorCheckpoint(last_polled_at=started).model_dump(mode="json")
         source.last_run_at = utcnow()
         self.session.commit()
         if self.progress:
             self.progress(report)
         return report
+
+    def _undo_sync(self, added_ids: list[int], removed_ids: list[int]) -> None:
+        """After a failed sync and the database rollback, put every live index back as the database now is:
+        remove the points of passages that no longer exist, restore those of passages that are back."""
+        try:
+            self.versions.sync(removed_ids, added_ids)
+            self.session.commit()
+        except Exception:
+            logger.exception("could not undo a failed index update; re-run the ingest to repair the index")
+            self.session.rollback()
 
     def _items(self, items: Iterator[SourceDocument | SkippedItem], report: IngestReport) -> Iterator[SourceDocument]:
         for item in items:
@@ -161,11 +179,12 @@ class Ingestor:
                 yield item
 
     def _store(self, item: SourceDocument, source: str) -> list[Passage]:
+        title = self.chunker.fit_title(item.title)
         document = Document(
             corpus_id=self.corpus.id,
             source=source,
             external_id=item.external_id,
-            title=item.title,
+            title=title,
             body=item.text,
             meta=item.metadata,
             acl_groups=sorted(set(item.acl_groups)),
@@ -174,7 +193,7 @@ class Ingestor:
         self.session.add(document)
         passages = [
             Passage(corpus_id=self.corpus.id, ordinal=i, text=chunk.text, token_count=chunk.token_count)
-            for i, chunk in enumerate(self.chunker.chunk(item.title, item.text))
+            for i, chunk in enumerate(self.chunker.chunk(title, item.text))
         ]
         document.passages = passages
         return passages

@@ -29,7 +29,7 @@ from ferret.core.db.index_version import (
 )
 from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion, Passage, utcnow
 from ferret.core.encoder.registry import load_encoder
-from ferret.core.errors import ConflictError, NotFoundError
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.points import PointBuilder, sparse_encoder_for
 from ferret.core.index.types import point_id
@@ -105,10 +105,12 @@ class VersionedCollection:
         self.recover_abandoned_builds()
         index_version = create_index_version(self.session, self.corpus, model, self.backend.kind)
         index_version.passage_count = total
-        with _build_lock(self._lock_path(index_version)):  # taken before the row is visible to others
-            self.session.commit()  # the building row is visible, so a crash leaves a trace to clean up
-            self._fill(index_version, model, total, progress)
-        self._lock_path(index_version).unlink(missing_ok=True)
+        try:
+            with _build_lock(self._lock_path(index_version)):  # taken before the row is visible to others
+                self.session.commit()  # the building row is visible, so a crash leaves a trace to clean up
+                self._fill(index_version, model, total, progress)
+        finally:
+            self._lock_path(index_version).unlink(missing_ok=True)
         return index_version
 
     def _fill(
@@ -177,6 +179,8 @@ class VersionedCollection:
     def collect(self, keep: int | None = None) -> list[IndexVersion]:
         """Retire ready versions beyond the newest ``keep`` and remove failed leftovers; the active one stays."""
         keep = self.settings.keep_index_versions if keep is None else keep
+        if keep < 0:
+            raise InvalidInputError("--keep must be 0 or more.")
         self.recover_abandoned_builds()
         retired: list[IndexVersion] = []
         ready = [v for v in list_index_versions(self.session, self.corpus) if v.state == IndexState.READY]

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -27,12 +27,14 @@ from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.points import sparse_encoder_for
 from ferret.core.index.sparse import SparseEncoder
-from ferret.core.index.types import SearchHit, SearchMode, SearchRequest
+from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_mode
 from ferret.core.settings import FerretSettings
 
 # Passages fetched per wanted document before deduplication by document.
 _PASSAGES_PER_DOCUMENT = 3
 MAX_K = 1000
+MAX_PASSAGES = 10_000
+_MAX_DEEPENING = 2
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,22 @@ class Searcher:
             version,
             queries,
             k=k,
-            mode=mode or self.settings.search_mode,
+            # An API caller may send any string: refuse an unknown mode rather than fall back to sparse search.
+            mode=parse_mode(mode) or self.settings.search_mode,
             acl_groups=acl_groups,
             filters=filters,
         )
         hits = self.backend.search_batch(target, requests)
-        return [dedupe_by_document(h, k) for h in hits]
+        results = [dedupe_by_document(h, k) for h in hits]
+        # A document with many matching passages can fill the fetched passages and crowd others out: ask again,
+        # deeper, for the queries that came back short although Qdrant had more to give.
+        for _ in range(_MAX_DEEPENING):
+            short = [i for i, r in enumerate(results) if len(r) < k and len(hits[i]) == requests[i].limit]
+            if not short:
+                break
+            for i in short:
+                requests[i] = replace(requests[i], limit=min(requests[i].limit * 4, MAX_PASSAGES))
+            deeper = self.backend.search_batch(target, [requests[i] for i in short])
+            for i, h in zip(short, deeper, strict=True):
+                hits[i], results[i] = h, dedupe_by_document(h, k)
+        return results

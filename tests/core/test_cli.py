@@ -1,0 +1,235 @@
+"""The ``ferret`` command line on a fresh FERRET_HOME: ingest, index, search, eval, and user errors.
+
+Two entry points: ``app`` (the typer app, driven by typer's CliRunner) and ``main`` (the console script
+``ferret = ferret.core.cli.main:main``), which is where a FerretError becomes one sentence and exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ferret.core.cli.main import app, main
+from ferret.core.encoder.dual_encoder import DualEncoder
+
+runner = CliRunner()
+
+
+@dataclass(frozen=True)
+class Outcome:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def error_text(self) -> str:
+        """The error message on stderr, after any progress bar, with rich's line wrapping undone."""
+        text = " ".join(self.err.split())
+        return text[text.find("Error: ") :] if "Error: " in text else text
+
+
+RunMain = Callable[..., Outcome]
+
+
+@pytest.fixture
+def run_main(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> RunMain:
+    """Run the console script's ``main()`` in-process with the given arguments."""
+
+    def run(*args: str) -> Outcome:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["ferret", *args])
+        try:
+            main()
+            code = 0
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        captured = capsys.readouterr()
+        return Outcome(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def folder(tmp_path: Path, make_files: Callable[[Path, dict[str, str | bytes]], Path]) -> Path:
+    return make_files(
+        tmp_path / "docs",
+        {
+            "espresso.md": "# Espresso guide\n\nEspresso is brewed by forcing hot water through finely ground coffee.",
+            "volcanoes.txt": "A volcano erupts when magma rises through the crust.",
+            "leave.txt": "Parental leave lasts sixteen weeks at full salary.",
+            "photo.jpg": b"\xff\xd8\xff\xe0 not text",
+        },
+    )
+
+
+def assert_one_sentence_error(outcome: Outcome, *fragments: str) -> None:
+    assert outcome.code == 1
+    assert "Traceback" not in outcome.err + outcome.out
+    assert outcome.error_text.startswith("Error: ")
+    assert outcome.error_text.endswith(".")
+    for fragment in fragments:
+        assert fragment in outcome.error_text
+
+
+def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folder: Path, run_main: RunMain) -> None:
+    ingested = runner.invoke(app, ["ingest", "--corpus", "docs", "--path", str(folder)])
+    assert ingested.exit_code == 0, ingested.output
+    assert "added 3, updated 0, unchanged 0, deleted 0" in ingested.stdout
+    assert "skipped photo.jpg" in ingested.stdout
+
+    built = runner.invoke(app, ["index", "build", "--corpus", "docs", "--promote"])
+    assert built.exit_code == 0, built.output
+    assert "built docs__v1: 3 points" in built.stdout
+    assert "promoted version 1" in built.stdout
+
+    found = runner.invoke(app, ["search", "how is espresso coffee brewed", "--corpus", "docs", "-k", "1"])
+    assert found.exit_code == 0, found.output
+    assert "Espresso guide" in found.stdout
+    assert "volcano" not in found.stdout.lower()
+
+    sparse = runner.invoke(app, ["search", "magma volcano", "--corpus", "docs", "--mode", "sparse", "-k", "1"])
+    assert sparse.exit_code == 0, sparse.output
+    assert "volcanoes.txt" in sparse.stdout
+
+    listed = runner.invoke(app, ["index", "list", "--corpus", "docs"])
+    assert listed.exit_code == 0, listed.output
+    assert "docs__v1" in listed.stdout and "active" in listed.stdout
+
+    corpora = runner.invoke(app, ["corpora"])
+    assert "docs: 3 documents, 3 passages" in corpora.stdout
+
+    # Only one version ever active: nothing to roll back to.
+    assert_one_sentence_error(
+        run_main("index", "rollback", "--corpus", "docs"), "Corpus 'docs' has no earlier ready version to roll back to."
+    )
+    assert ferret_home.joinpath("ferret.db").is_file()
+
+
+def test_rollback_of_an_unknown_corpus_is_one_sentence(ferret_home: Path, run_main: RunMain) -> None:
+    assert_one_sentence_error(run_main("index", "rollback", "--corpus", "nope"), "Corpus 'nope' does not exist")
+
+
+def test_rollback_with_nothing_to_roll_back_is_one_sentence(ferret_home: Path, folder: Path, run_main: RunMain) -> None:
+    assert run_main("ingest", "--corpus", "docs", "--path", str(folder)).code == 0
+
+    outcome = run_main("index", "rollback", "--corpus", "docs")
+
+    assert_one_sentence_error(outcome, "no earlier ready version")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["search", "q", "--corpus", "docs", "--mode", "fuzzy"], "Search mode 'fuzzy' is not one of"),
+        (["search", "q", "--corpus", "nope"], "Corpus 'nope' does not exist"),
+        (["ingest", "--corpus", "docs"], "Give exactly one of --path DIR or --beir DIR."),
+        (["ingest", "--corpus", "Bad Name!", "--path", "."], "Corpus name 'Bad Name!' is not valid"),
+        (["eval", "--dataset", "/no/such/folder"], "does not exist"),
+    ],
+)
+def test_user_errors_are_one_sentence_and_exit_1(
+    ferret_home: Path, run_main: RunMain, args: list[str], fragment: str
+) -> None:
+    assert_one_sentence_error(run_main(*args), fragment)
+
+
+def test_eval_prints_the_table_and_writes_json(
+    ferret_home: Path, encoder: DualEncoder, tiny_beir: Path, tmp_path: Path
+) -> None:
+    report = tmp_path / "out" / "eval.json"
+    report.parent.mkdir()
+
+    result = runner.invoke(app, ["eval", "--dataset", str(tiny_beir), "--json", str(report)])
+
+    assert result.exit_code == 0, result.output
+    for text in ("tiny-beir (test)", "nDCG@10", "Recall@100", "MRR@10", "bm25s", "dense", "sparse", "hybrid"):
+        assert text in result.stdout
+    rows = json.loads(report.read_text())
+    assert [(row["system"], row["model"], row["mode"]) for row in rows] == [
+        ("bm25s", None, None),
+        ("ferret", "base", "dense"),
+        ("ferret", "base", "sparse"),
+        ("ferret", "base", "hybrid"),
+    ]
+    for row in rows:
+        assert row["queries"] == 4
+        assert set(row["metrics"]) == {"ndcg@10", "recall@100", "mrr@10"}
+        assert row["metrics"]["mrr@10"] >= 50.0  # every query names its document plainly
+
+    again = runner.invoke(app, ["eval", "--dataset", str(tiny_beir)])  # the second run reuses corpus and index
+    assert again.exit_code == 0, again.output
+    assert "indexing" not in again.stderr
+
+
+@pytest.mark.parametrize("command", ["eval", "ingest"])
+def test_a_bad_beir_line_names_the_file_and_line(
+    ferret_home: Path, tiny_beir: Path, run_main: RunMain, command: str
+) -> None:
+    corpus_file = tiny_beir / "corpus.jsonl"
+    lines = corpus_file.read_text().splitlines()
+    lines[2] = '{"_id": "d3", "title": "Jupiter", "text": '  # cut off mid-line
+    corpus_file.write_text("\n".join(lines) + "\n")
+    args = (
+        ["eval", "--dataset", str(tiny_beir)] if command == "eval" else ["ingest", "-c", "b", "--beir", str(tiny_beir)]
+    )
+
+    outcome = run_main(*args)
+
+    assert_one_sentence_error(outcome, "corpus.jsonl line 3", "not valid JSON")
+
+
+def test_the_typer_app_reports_ferret_errors_as_one_sentence(ferret_home: Path) -> None:
+    result = runner.invoke(app, ["index", "rollback", "--corpus", "nope"])
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert "Corpus 'nope' does not exist" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize("args", [["search", "q"], ["no-such-command"], []], ids=["missing-option", "unknown", "bare"])
+def test_usage_errors_print_usage_not_a_traceback(ferret_home: Path, run_main: RunMain, args: list[str]) -> None:
+    outcome = run_main(*args)
+
+    assert outcome.code == 2
+    assert "Traceback" not in outcome.err
+    assert "Usage" in outcome.err + outcome.out
+
+
+def test_help_exits_0(ferret_home: Path, run_main: RunMain) -> None:
+    outcome = run_main("--help")
+
+    assert outcome.code == 0
+    assert "ingest" in outcome.out and "quickstart" in outcome.out
+
+
+@pytest.mark.slow
+def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
+    home = tmp_path / "quickstart-home"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FERRET_")}
+    env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COLUMNS": "160"})
+
+    completed = subprocess.run(
+        [sys.executable, "-c", "from ferret.core.cli.main import main; main()", "quickstart", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    out = completed.stdout
+    assert "Ferret quickstart" in out
+    assert "Which team won Super Bowl 50?" in out
+    for text in ("nDCG@10", "Recall@100", "MRR@10", "bm25s", "dense", "sparse", "hybrid"):
+        assert text in out
+    assert (home / "ferret.db").is_file()
+    assert (home / "qdrant" / "collections" / "demo__v1").is_dir()
