@@ -162,6 +162,12 @@ class Searcher:
             index_version=index_version,
         )[0]
 
+    def _query(self, target: str, requests: list[SearchRequest]) -> list[list[SearchHit]]:
+        # One query (the interactive case) skips the batch planner's overhead.
+        if len(requests) == 1:
+            return [self.backend.search(target, requests[0])]
+        return self.backend.search_batch(target, requests)
+
     def search_many(
         self,
         corpus_name: str,
@@ -185,7 +191,7 @@ class Searcher:
             acl_groups=acl_groups,
             filters=filters,
         )
-        hits = self.backend.search_batch(target, requests)
+        hits = self._query(target, requests)
         results = [dedupe_by_document(h, k) for h in hits]
         # A document with many matching passages can fill the fetched passages and crowd others out: ask again,
         # deeper, for the queries that came back short although Qdrant had more to give.
@@ -195,7 +201,7 @@ class Searcher:
                 break
             for i in short:
                 requests[i] = replace(requests[i], limit=min(requests[i].limit * 4, MAX_PASSAGES))
-            deeper = self.backend.search_batch(target, [requests[i] for i in short])
+            deeper = self._query(target, [requests[i] for i in short])
             for i, h in zip(short, deeper, strict=True):
                 hits[i], results[i] = h, dedupe_by_document(h, k)
         return results
