@@ -185,9 +185,6 @@ def external_ids(hits: list[SearchHit]) -> list[str]:
     return [hit.payload["external_id"] for hit in hits]
 
 
-# -- collections ---------------------------------------------------------------------------------------------------
-
-
 def test_create_list_and_drop_collections(index_backend: IndexBackend, names: dict[str, str]) -> None:
     index_backend.create_collection(names["v1"], DIMENSION)
     index_backend.create_collection(names["v2"], DIMENSION)
@@ -211,17 +208,8 @@ def test_creating_an_existing_collection_raises(index_backend: IndexBackend, fil
     assert index_backend.count(filled) == len(DOCUMENTS)  # the existing data is untouched
 
 
-# -- points --------------------------------------------------------------------------------------------------------
-
-
 def test_upsert_then_count(index_backend: IndexBackend, shared: str) -> None:
     assert index_backend.count(shared) == len(DOCUMENTS)
-
-
-def test_point_ids_are_deterministic() -> None:
-    assert point_id(1, 42) == point_id(1, 42)
-    assert str(uuid.UUID(point_id(1, 42))) == point_id(1, 42)
-    assert len({point_id(1, 42), point_id(2, 42), point_id(1, 43)}) == 3
 
 
 def test_upserting_the_same_points_twice_never_duplicates(
@@ -271,9 +259,6 @@ def test_search_returns_the_stored_payload(index_backend: IndexBackend, shared: 
     assert hit.payload == embedded.point("paris").payload
 
 
-# -- search --------------------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("mode", SEARCH_MODES)
 def test_search_finds_the_obvious_document(
     index_backend: IndexBackend, shared: str, embedded: Embedded, mode: SearchMode
@@ -294,9 +279,6 @@ def test_search_respects_the_limit(
     hits = index_backend.search(shared, embedded.request("largest capital planet coffee bread chess", mode, limit=2))
 
     assert len(hits) == 2
-
-
-# -- access control ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", SEARCH_MODES)
@@ -335,9 +317,6 @@ def test_an_empty_group_list_sees_nothing(
     assert index_backend.search(shared, embedded.request("capital of France", mode, acl_groups=[])) == []
 
 
-# -- payload filters -----------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("mode", SEARCH_MODES)
 def test_filters_on_payload_fields(
     index_backend: IndexBackend, shared: str, embedded: Embedded, mode: SearchMode
@@ -360,9 +339,6 @@ def test_filters_on_payload_fields(
     assert by_ids
     assert external_ids(by_integer) == ["espresso"]
     assert external_ids(combined) == ["deploy"]
-
-
-# -- aliases -------------------------------------------------------------------------------------------------------
 
 
 def test_alias_set_resolve_switch_and_delete(
@@ -486,9 +462,6 @@ def test_readers_never_see_a_missing_alias_while_it_is_switched(
     assert index_backend.resolve_alias(alias) == filled
 
 
-# -- batches -------------------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("through_alias", [False, True])
 def test_search_batch_equals_one_search_per_query(
     index_backend: IndexBackend, names: dict[str, str], shared: str, embedded: Embedded, through_alias: bool
@@ -511,10 +484,3 @@ def test_search_batch_equals_one_search_per_query(
     for got, expected in zip(batched, single, strict=True):
         assert [hit.id for hit in got] == [hit.id for hit in expected]
         np.testing.assert_allclose([hit.score for hit in got], [hit.score for hit in expected], rtol=1e-5)
-
-
-def test_search_request_needs_the_vectors_of_its_mode() -> None:
-    with pytest.raises(ValueError):
-        SearchRequest(limit=1, mode="dense")
-    with pytest.raises(ValueError):
-        SearchRequest(limit=1, mode="hybrid", dense=np.zeros(DIMENSION, dtype=np.float32))

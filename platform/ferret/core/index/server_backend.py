@@ -29,9 +29,7 @@ def _condition(key: str, value: Any) -> models.FieldCondition:
 
 
 def build_filter(request: SearchRequest) -> models.Filter | None:
-    must: list[models.Condition] = [_condition(key, value) for key, value in request.filters.items()]
-    if request.acl_groups is not None:
-        must.append(_condition("acl_groups", list(request.acl_groups) or ["\x00no-group"]))
+    must: list[Any] = [_condition(key, value) for key, value in request.conditions()]
     return models.Filter(must=must) if must else None
 
 

@@ -26,6 +26,7 @@ def parse_mode(mode: str | None) -> SearchMode | None:
     raise InvalidInputError(f"Search mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
 
 
+_NO_GROUP = "\x00no-group"
 _POINT_NAMESPACE = uuid.UUID("6f1c9d3e-5a0b-4c7e-9b2d-1e8f4a6c3b70")
 
 
@@ -72,6 +73,15 @@ class SearchRequest:
             raise ValueError(f"{self.mode} search needs a dense query vector")
         if self.mode in ("sparse", "hybrid") and self.sparse is None:
             raise ValueError(f"{self.mode} search needs a sparse query vector")
+
+    def conditions(self) -> list[tuple[str, str | int | list[str] | list[int]]]:
+        """(payload key, value or any-of list) pairs that must all hold: the filters, then the access filter.
+
+        An empty group list matches nothing (a group no document has), rather than dropping the condition."""
+        must = list(self.filters.items())
+        if self.acl_groups is not None:
+            must.append(("acl_groups", list(self.acl_groups) or [_NO_GROUP]))
+        return must
 
     @property
     def candidates(self) -> int:
