@@ -288,13 +288,10 @@ def open_session(settings: FerretSettings) -> Session:
     return sessionmaker(get_engine(settings.database_url), expire_on_commit=False)()
 
 
-def dense_hnsw_built(indexed_vectors: int, points: int) -> bool:
-    """Whether the dense vectors have an HNSW graph, from the shard's count of indexed vectors.
-
-    Qdrant counts indexed vectors over all named vectors; the BM25 sparse vectors are always indexed (inverted
-    index), the dense ones only in segments above the indexing threshold (10 MB of vectors by default).
-    """
-    return indexed_vectors >= 2 * points
+def indexed_vectors_note(indexed_vectors: int, points: int) -> str:
+    """What Qdrant's shard info says, as it says it: its count of indexed vectors spans the dense and the sparse
+    vectors, so it cannot tell alone whether the dense HNSW graph exists (compare the HNSW and exact=True rows)."""
+    return f"{indexed_vectors:,} indexed vectors for {points:,} points"
 
 
 # -- (a) indexing throughput ---------------------------------------------------------------------------------------

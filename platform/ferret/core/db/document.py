@@ -43,11 +43,11 @@ def delete_documents(session: Session, document_ids: Sequence[int]) -> None:
 def iter_passages(
     session: Session, corpus: Corpus, *, passage_ids: Sequence[int] | None = None, batch_size: int = 1000
 ) -> Iterator[list[tuple[Passage, Document]]]:
-    """Passages with their documents in id order, in batches (keyset pagination: memory stays flat)."""
+    """Passages with their documents in batches: the given ids in the given order (batch by batch), or the whole
+    corpus in id order (keyset pagination: memory stays flat)."""
     if passage_ids is not None:
-        ordered = sorted(passage_ids)
-        for start in range(0, len(ordered), batch_size):
-            chunk = ordered[start : start + batch_size]
+        for start in range(0, len(passage_ids), batch_size):
+            chunk = list(passage_ids[start : start + batch_size])
             selected = session.execute(
                 select(Passage, Document).join(Document).where(Passage.id.in_(chunk)).order_by(Passage.id)
             )
@@ -66,3 +66,12 @@ def iter_passages(
             return
         yield [(passage, document) for passage, document in rows]
         last_id = rows[-1][0].id
+
+
+def passage_ids_by_length(session: Session, corpus: Corpus) -> list[int]:
+    """All passage ids of a corpus, shortest first: batches of similar length pad little when embedded."""
+    return list(
+        session.scalars(
+            select(Passage.id).where(Passage.corpus_id == corpus.id).order_by(Passage.token_count, Passage.id)
+        )
+    )

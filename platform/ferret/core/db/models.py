@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     DateTime,
     Double,
     Enum,
@@ -191,3 +192,105 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+# Promptagator (Dai et al. 2022): a retrieval task, its few-shot examples, generation runs and their queries.
+
+
+class GenerationState(enum.StrEnum):
+    """Life of a generation run; an interrupted or failed run is resumed by running the task again."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class QueryStatus(enum.StrEnum):
+    """A generated query: usable, a failed generation, or dropped by a filter (the reason says which)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    DROPPED = "dropped"
+
+
+class RetrievalTask(Base):
+    """A retrieval task over a corpus: a description, the prompt's two descriptions and 2-8 examples (or none,
+    zero-shot). ``generation`` holds the default generation settings (queries per document, cap, sampling)."""
+
+    __tablename__ = "tasks"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    e_doc: Mapped[str] = mapped_column(String(64), default="Document")
+    e_query: Mapped[str] = mapped_column(String(64), default="Query")
+    zero_shot: Mapped[bool] = mapped_column(Boolean, default=False)
+    generation: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    corpus: Mapped[Corpus] = relationship()
+    examples: Mapped[list[TaskExample]] = relationship(
+        back_populates="task", cascade="all, delete-orphan", order_by="TaskExample.position"
+    )
+
+
+class TaskExample(Base):
+    """One (query, document) example of a task. The document is a corpus document (``document_id``; ``source``
+    and ``external_id`` find it again after a re-ingest replaced its row) or given as ``document_text``."""
+
+    __tablename__ = "task_examples"
+    __table_args__ = (UniqueConstraint("task_id", "position"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    query: Mapped[str] = mapped_column(Text)
+    document_id: Mapped[int | None] = mapped_column(
+        ForeignKey("documents.id", ondelete="SET NULL"), default=None, index=True
+    )
+    source: Mapped[str | None] = mapped_column(String(256), default=None)
+    external_id: Mapped[str | None] = mapped_column(String(1024), default=None)
+    document_text: Mapped[str | None] = mapped_column(Text, default=None)
+
+    task: Mapped[RetrievalTask] = relationship(back_populates="examples")
+    document: Mapped[Document | None] = relationship()
+
+
+class GenerationRun(Base):
+    """One pass of query generation over a task's documents; ``settings`` is the snapshot it ran with and
+    ``counters`` what it did (documents, calls, tokens, failures by reason, wall seconds)."""
+
+    __tablename__ = "generation_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"), index=True)
+    state: Mapped[GenerationState] = mapped_column(
+        _enum(GenerationState, "generation_state"), default=GenerationState.RUNNING
+    )
+    settings: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    counters: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    task: Mapped[RetrievalTask] = relationship()
+
+
+class SyntheticQuery(Base):
+    """Sample ``sample`` of a run for one document. ``reason`` says why it failed or was dropped; ``score`` holds
+    the round-trip rank of its document when that filter ran."""
+
+    __tablename__ = "synthetic_queries"
+    __table_args__ = (UniqueConstraint("run_id", "document_id", "sample"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("generation_runs.id", ondelete="CASCADE"))
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"), index=True)
+    sample: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    status: Mapped[QueryStatus] = mapped_column(_enum(QueryStatus, "query_status"), default=QueryStatus.OK)
+    reason: Mapped[str | None] = mapped_column(String(128), default=None)
+    score: Mapped[float | None] = mapped_column(Double, default=None)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ferret.core.db.document import iter_passages
+from ferret.core.db.document import iter_passages, passage_ids_by_length
 from ferret.core.db.index_version import (
     active_index_version,
     create_index_version,
@@ -120,7 +120,8 @@ class VersionedCollection:
             points = self._points(model)
             self.backend.create_collection(index_version.collection, model.dimension)
             done = 0
-            for rows in iter_passages(self.session, self.corpus, batch_size=256):
+            by_length = passage_ids_by_length(self.session, self.corpus)
+            for rows in iter_passages(self.session, self.corpus, passage_ids=by_length, batch_size=256):
                 self.backend.upsert(index_version.collection, points.build(rows))
                 done += len(rows)
                 if progress:

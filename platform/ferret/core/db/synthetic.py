@@ -1,0 +1,126 @@
+"""Queries on generation runs and the synthetic queries they wrote."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from ferret.core.db.models import (
+    Corpus,
+    Document,
+    GenerationRun,
+    GenerationState,
+    QueryStatus,
+    RetrievalTask,
+    SyntheticQuery,
+)
+from ferret.core.errors import NotFoundError
+
+
+def create_run(session: Session, task: RetrievalTask, settings: dict[str, Any]) -> GenerationRun:
+    run = GenerationRun(task_id=task.id, state=GenerationState.RUNNING, settings=dict(settings), counters={})
+    session.add(run)
+    session.flush()
+    return run
+
+
+def get_run(session: Session, run_id: int) -> GenerationRun:
+    run = session.get(GenerationRun, run_id)
+    if run is None:
+        raise NotFoundError(f"Generation run {run_id} does not exist.")
+    return run
+
+
+def list_runs(session: Session, task: RetrievalTask) -> list[GenerationRun]:
+    return list(
+        session.scalars(select(GenerationRun).where(GenerationRun.task_id == task.id).order_by(GenerationRun.id))
+    )
+
+
+def latest_run(session: Session, task: RetrievalTask) -> GenerationRun | None:
+    return session.scalars(
+        select(GenerationRun).where(GenerationRun.task_id == task.id).order_by(GenerationRun.id.desc()).limit(1)
+    ).first()
+
+
+def resumable_run(session: Session, task: RetrievalTask, settings: dict[str, Any]) -> GenerationRun | None:
+    """The task's latest run when it did not finish (interrupted, failed, or left running by a killed process)
+    and ran with the same settings; a finished run or other settings start a new run."""
+    run = latest_run(session, task)
+    if run is None or run.state is GenerationState.SUCCEEDED or run.settings != settings:
+        return None
+    return run
+
+
+def corpus_document_ids(session: Session, corpus_id: int) -> list[int]:
+    return list(session.scalars(select(Document.id).where(Document.corpus_id == corpus_id).order_by(Document.id)))
+
+
+def documents_by_ids(session: Session, document_ids: Sequence[int]) -> list[Document]:
+    """The documents in the order of ``document_ids`` (ids that no longer exist are left out)."""
+    rows = {
+        document.id: document for document in session.scalars(select(Document).where(Document.id.in_(document_ids)))
+    }
+    return [rows[document_id] for document_id in document_ids if document_id in rows]
+
+
+def document_texts(session: Session, corpus: Corpus) -> dict[int, tuple[str, str]]:
+    """document id -> (title, body) of every document of a corpus."""
+    rows = session.execute(select(Document.id, Document.title, Document.body).where(Document.corpus_id == corpus.id))
+    return {document_id: (title, body) for document_id, title, body in rows}
+
+
+def generated_document_ids(session: Session, run: GenerationRun) -> set[int]:
+    """Documents that already have their queries (or failures) in ``run``."""
+    return set(session.scalars(select(SyntheticQuery.document_id).where(SyntheticQuery.run_id == run.id).distinct()))
+
+
+def run_queries(
+    session: Session, run: GenerationRun, statuses: Sequence[QueryStatus] | None = None
+) -> list[SyntheticQuery]:
+    """Queries of a run in the order they were written (document by document, sample by sample)."""
+    statement = select(SyntheticQuery).where(SyntheticQuery.run_id == run.id)
+    if statuses is not None:
+        statement = statement.where(SyntheticQuery.status.in_(list(statuses)))
+    return list(session.scalars(statement.order_by(SyntheticQuery.id)))
+
+
+def training_pairs(session: Session, run: GenerationRun) -> list[tuple[str, int]]:
+    """(query, document id) of every query that is still usable after the filters."""
+    rows = session.execute(
+        select(SyntheticQuery.text, SyntheticQuery.document_id)
+        .where(SyntheticQuery.run_id == run.id, SyntheticQuery.status == QueryStatus.OK)
+        .order_by(SyntheticQuery.id)
+    )
+    return [(text, document_id) for text, document_id in rows]
+
+
+def reset_drops(session: Session, run: GenerationRun) -> None:
+    """Undo earlier filtering of a run: dropped queries become usable again and lose their score."""
+    session.execute(
+        update(SyntheticQuery)
+        .where(SyntheticQuery.run_id == run.id, SyntheticQuery.status == QueryStatus.DROPPED)
+        .values(status=QueryStatus.OK, reason=None)
+    )
+    session.execute(update(SyntheticQuery).where(SyntheticQuery.run_id == run.id).values(score=None))
+
+
+def status_counts(session: Session, run: GenerationRun) -> dict[str, int]:
+    rows = session.execute(
+        select(SyntheticQuery.status, func.count(SyntheticQuery.id))
+        .where(SyntheticQuery.run_id == run.id)
+        .group_by(SyntheticQuery.status)
+    )
+    return {QueryStatus(status).value: count for status, count in rows}
+
+
+def reason_counts(session: Session, run: GenerationRun, status: QueryStatus) -> dict[str, int]:
+    """Counts by reason of the failed or dropped queries of a run; round-trip ranks grouped as 'round-trip'."""
+    rows = session.scalars(
+        select(SyntheticQuery.reason).where(SyntheticQuery.run_id == run.id, SyntheticQuery.status == status)
+    )
+    return dict(Counter((reason or "unknown").split(":")[0] for reason in rows))

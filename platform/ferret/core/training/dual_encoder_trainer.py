@@ -1,0 +1,124 @@
+"""Fine-tune a dual encoder on (query, passage) pairs with in-batch softmax negatives (Promptagator §3.3).
+
+sentence-transformers' MultipleNegativesRankingLoss is the softmax over in-batch negatives; the NO_DUPLICATES
+batch sampler keeps a passage from appearing twice in a batch (it would be its own false negative). Optional BM25
+hard negatives add one mined negative per pair; optional weight averaging with the base model trades a little of
+the gain for robustness when the synthetic data is noisy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ferret.core.errors import InvalidInputError
+from ferret.core.training.config import DualEncoderTrainingConfig
+
+logger = logging.getLogger(__name__)
+
+StepCallback = Callable[[int, int, float | None], None]
+"""(step, max_steps, last loss) after each logged step."""
+
+
+def _st_module(name: str) -> Any:
+    # sentence-transformers 6.2 moved its training modules under ``sentence_transformer``; the GPU machine runs 6.0.
+    try:
+        return importlib.import_module(f"sentence_transformers.sentence_transformer.{name}")
+    except ImportError:
+        return importlib.import_module(f"sentence_transformers.{name}")
+
+
+def _precision_flags(config: DualEncoderTrainingConfig, device: str) -> dict[str, bool]:
+    if not device.startswith("cuda") or config.precision == "fp32":
+        return {"fp16": False, "bf16": False}
+    if config.precision == "bf16" or (config.precision == "auto" and torch.cuda.is_bf16_supported()):
+        return {"fp16": False, "bf16": True}
+    return {"fp16": True, "bf16": False}
+
+
+def average_with_base(model: Any, base_path: str, base_weight: float) -> None:
+    """In place: every floating parameter becomes (1 - w)·tuned + w·base (WiSE-FT)."""
+    from sentence_transformers import SentenceTransformer
+
+    base = SentenceTransformer(base_path, device="cpu", local_files_only=True)
+    base_state = base.state_dict()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if tensor.is_floating_point() and name in base_state:
+                tensor.mul_(1.0 - base_weight).add_(base_state[name].to(tensor.device, tensor.dtype), alpha=base_weight)
+
+
+def train_dual_encoder(
+    config: DualEncoderTrainingConfig,
+    queries: Sequence[str],
+    passages: Sequence[str],
+    *,
+    negatives: Sequence[str] | None = None,
+    on_step: StepCallback | None = None,
+) -> Path:
+    """Train, save to ``config.output_dir`` and return it. ``queries[i]`` is answered by ``passages[i]``."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+
+    training_args = _st_module("training_args")
+    BatchSamplers, SentenceTransformerTrainingArguments = (
+        training_args.BatchSamplers,
+        training_args.SentenceTransformerTrainingArguments,
+    )
+    from transformers import TrainerCallback
+
+    if len(queries) != len(passages) or (negatives is not None and len(negatives) != len(queries)):
+        raise InvalidInputError("Training needs one passage (and one negative, if any) per query.")
+    if len(queries) < 2 * min(config.batch_size, 8):
+        raise InvalidInputError(f"Only {len(queries)} training pairs; generate more queries before training.")
+    device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(config.seed)
+    model = SentenceTransformer(config.base_model, device=device, local_files_only=True)
+    model.max_seq_length = config.max_seq_length
+    columns: dict[str, list[str]] = {"anchor": list(queries), "positive": list(passages)}
+    if negatives is not None:
+        columns["negative"] = list(negatives)
+    dataset = Dataset.from_dict(columns)
+    st_losses = _st_module("losses")
+    loss: Any = (
+        st_losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=config.mini_batch_size)
+        if config.loss == "cached_mnrl"
+        else st_losses.MultipleNegativesRankingLoss(model)
+    )
+
+    class _Progress(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
+            if on_step is not None:
+                on_step(state.global_step, state.max_steps, (logs or {}).get("loss"))
+
+    with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:
+        args = SentenceTransformerTrainingArguments(
+            output_dir=scratch,
+            per_device_train_batch_size=config.batch_size,
+            learning_rate=config.learning_rate,
+            max_steps=config.max_steps,
+            warmup_ratio=config.warmup_ratio,
+            seed=config.seed,
+            batch_sampler=BatchSamplers.NO_DUPLICATES,
+            save_strategy="no",
+            report_to="none",
+            logging_steps=max(1, config.max_steps // 20),
+            dataloader_drop_last=True,
+            **_precision_flags(config, device),
+        )
+        trainer = SentenceTransformerTrainer(
+            model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[_Progress()]
+        )
+        trainer.train()
+    if config.base_weight > 0:
+        average_with_base(model, config.base_model, config.base_weight)
+    output = Path(config.output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    model.save(str(output))
+    return output

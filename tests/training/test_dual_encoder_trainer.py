@@ -1,0 +1,92 @@
+"""Dual-encoder fine-tuning on a tiny synthetic set with the real MiniLM: it learns, saves, and averages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret.core.encoder.registry import base_model_path
+from ferret.core.errors import InvalidInputError
+from ferret.core.training.config import DualEncoderTrainingConfig
+from ferret.core.training.dual_encoder_trainer import train_dual_encoder
+
+TOPICS = [
+    ("glacier", "Glaciers are slow rivers of ice that carve valleys into mountains."),
+    ("volcano", "A volcano erupts when magma rises through cracks in the crust."),
+    ("coral", "Coral reefs are built by colonies of tiny animals in warm shallow seas."),
+    ("desert", "Deserts receive less than 250 millimetres of rain in a year."),
+    ("tundra", "The tundra is a treeless plain where the subsoil stays frozen."),
+    ("monsoon", "Monsoon winds bring heavy seasonal rain to South Asia."),
+    ("canyon", "Rivers cut canyons by eroding rock over millions of years."),
+    ("delta", "A river delta forms where sediment settles at the river mouth."),
+]
+# Code words the base model has no reason to link to the topics: training must teach the mapping.
+CODES = {"glacier": "zorblat", "volcano": "quenmix", "coral": "vextrup", "desert": "plimdor",
+         "tundra": "sarnquel", "monsoon": "drobfen", "canyon": "yultrak", "delta": "fenwobb"}  # fmt: skip
+
+
+def pairs() -> tuple[list[str], list[str]]:
+    queries, passages = [], []
+    for _ in range(4):
+        for topic, passage in TOPICS:
+            queries.append(f"{CODES[topic]} facts")
+            passages.append(passage)
+    return queries, passages
+
+
+def accuracy(encoder: DualEncoder) -> float:
+    q = encoder.encode_queries([f"{CODES[t]} facts" for t, _ in TOPICS])
+    p = encoder.encode_passages([passage for _, passage in TOPICS])
+    return float(np.mean(np.argmax(q @ p.T, axis=1) == np.arange(len(TOPICS))))
+
+
+def test_config_round_trips_through_json(tmp_path: Path) -> None:
+    config = DualEncoderTrainingConfig.scaled(4_000, base_model="m", output_dir=str(tmp_path), base_weight=0.3)
+    assert DualEncoderTrainingConfig.from_json(config.to_json()) == config
+    with pytest.raises(ValueError, match="unknown training settings"):
+        DualEncoderTrainingConfig.from_json({**config.to_json(), "lr": 1})
+
+
+def test_scaled_defaults_grow_with_the_data() -> None:
+    small = DualEncoderTrainingConfig.scaled(200, base_model="m", output_dir="o")
+    large = DualEncoderTrainingConfig.scaled(200_000, base_model="m", output_dir="o", gpu=True)
+    assert small.batch_size <= 32 and small.max_steps >= 20
+    assert large.batch_size == 128 and large.loss == "cached_mnrl" and large.max_steps > small.max_steps
+
+
+@pytest.mark.slow
+def test_training_learns_the_pairs_and_saves_a_loadable_model(tmp_path: Path) -> None:
+    base = DualEncoder.load(base_model_path(), device="cpu")
+    before = accuracy(base)
+    config = DualEncoderTrainingConfig(
+        base_model=str(base_model_path()), output_dir=str(tmp_path / "tuned"), learning_rate=2e-4,
+        batch_size=8, max_steps=24, warmup_ratio=0.0, device="cpu",
+    )  # fmt: skip
+    steps: list[int] = []
+    output = train_dual_encoder(config, *pairs(), on_step=lambda step, total, loss: steps.append(step))
+    tuned = DualEncoder.load(output, device="cpu")
+    assert accuracy(tuned) > before
+    assert steps and steps[-1] == 24
+
+
+@pytest.mark.slow
+def test_full_base_weight_gives_back_the_base_model(tmp_path: Path) -> None:
+    base = DualEncoder.load(base_model_path(), device="cpu")
+    config = DualEncoderTrainingConfig(
+        base_model=str(base_model_path()), output_dir=str(tmp_path / "averaged"), learning_rate=2e-4,
+        batch_size=8, max_steps=4, device="cpu", base_weight=1.0,
+    )  # fmt: skip
+    averaged = DualEncoder.load(train_dual_encoder(config, *pairs()), device="cpu")
+    texts = [passage for _, passage in TOPICS]
+    np.testing.assert_allclose(averaged.encode(texts), base.encode(texts), atol=1e-5)
+
+
+def test_too_few_pairs_is_a_clear_error(tmp_path: Path) -> None:
+    config = DualEncoderTrainingConfig(base_model=str(base_model_path()), output_dir=str(tmp_path), batch_size=8)
+    with pytest.raises(InvalidInputError, match="generate more queries"):
+        train_dual_encoder(config, ["a", "b"], ["c", "d"])
+    with pytest.raises(InvalidInputError, match="one passage"):
+        train_dual_encoder(config, ["a", "b"], ["c"])
