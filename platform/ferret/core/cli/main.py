@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 from ferret.core.cli.context import app_context
 from ferret.core.cli.index_commands import index_app
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
+from ferret.core.cli.task_commands import task_app
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
 from ferret.core.errors import FerretError, InvalidInputError
@@ -42,6 +43,7 @@ app = typer.Typer(cls=_FerretGroup, help="Ferret: a search engine trained on you
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(index_app, name="index")
+app.add_typer(task_app, name="task")
 
 
 @db_app.command("upgrade")

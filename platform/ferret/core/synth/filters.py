@@ -1,0 +1,225 @@
+"""Filters for noisy synthetic queries; each drop keeps its reason on the query's row (status ``dropped``).
+
+In order: length, copies (of an example query, or near-verbatim of the document), duplicates (the first kept),
+then round-trip consistency (Promptagator, Dai et al. 2022, section 3.2: keep (q, d) only when a retriever ranks
+d in q's top K, K=1) and optionally best-of-n (per document, only the query whose document ranks best).
+Applying filters again first undoes the earlier drops, so settings can be compared on the same run.
+
+Example:
+    >>> report = apply_filters(session, run, FilterConfig(round_trip=BM25Retriever.for_corpus(session, corpus)))
+    >>> report.kept, report.dropped
+    (2840, {'too short': 91, 'near-verbatim copy': 402, 'duplicate': 37, 'round-trip': 1510})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ferret.core.db.models import GenerationRun, QueryStatus, RetrievalTask, SyntheticQuery
+from ferret.core.db.synthetic import documents_by_ids, reason_counts, reset_drops, run_queries, status_counts
+from ferret.core.errors import InvalidInputError
+from ferret.core.synth.prompt import document_text
+from ferret.core.synth.query_text import is_near_verbatim_copy, normalize
+
+Retriever = Callable[[list[str]], list[list[int]]]
+"""Queries in; for each query the ids of the best documents of the corpus, best first."""
+
+DROP_TOO_SHORT = "too short"
+DROP_TOO_LONG = "too long"
+DROP_EXAMPLE_COPY = "copy of an example query"
+DROP_NEAR_VERBATIM = "near-verbatim copy"
+DROP_DUPLICATE = "duplicate"
+DROP_NOT_BEST = "best-of-n: not the best"
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """Which filters run and their thresholds; ``round_trip`` is the retriever for the consistency filter."""
+
+    min_words: int = 3
+    max_words: int = 40
+    drop_copies: bool = True
+    max_span_fraction: float = 0.9
+    max_bigram_overlap: float = 0.8
+    dedupe: bool = True
+    round_trip: Retriever | None = None
+    round_trip_k: int = 1
+    best_of_n: bool = False
+    batch_size: int = 512
+
+
+@dataclass
+class FilterReport:
+    considered: int = 0
+    """Usable queries before filtering (failed generations are not considered)."""
+    kept: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    """Drops by reason; all round-trip ranks count as 'round-trip'."""
+    failed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"considered": self.considered, "kept": self.kept, "dropped": dict(self.dropped), "failed": self.failed}
+
+
+@dataclass(frozen=True)
+class RoundTrip:
+    """Where a query's own document came in the retriever's ranking: ``rank`` (1-based) or None beyond ``depth``."""
+
+    rank: int | None
+    depth: int
+
+    def kept(self, k: int) -> bool:
+        return self.rank is not None and self.rank <= k
+
+    @property
+    def reason(self) -> str:
+        return f"round-trip: rank {self.rank}" if self.rank is not None else f"round-trip: not in top {self.depth}"
+
+
+def round_trip_filter(
+    queries: Sequence[tuple[str, int]], retriever: Retriever, k: int = 1, *, batch_size: int = 512
+) -> list[RoundTrip]:
+    """Rank of each (query, document id)'s document among the retriever's results for the query.
+
+    The pair passes when ``result.kept(k)``: its document is in the query's top ``k``.
+    """
+    if k < 1:
+        raise InvalidInputError("The round-trip K must be at least 1.")
+    results: list[RoundTrip] = []
+    for start in range(0, len(queries), batch_size):
+        chunk = queries[start : start + batch_size]
+        rankings = retriever([text for text, _ in chunk])
+        if len(rankings) != len(chunk):
+            raise InvalidInputError(f"The round-trip retriever answered {len(rankings)} queries of {len(chunk)}.")
+        for (_, document_id), ranking in zip(chunk, rankings, strict=True):
+            rank = next((position for position, found in enumerate(ranking, 1) if found == document_id), None)
+            results.append(RoundTrip(rank, len(ranking)))
+    return results
+
+
+def _drop(query: SyntheticQuery, reason: str) -> None:
+    query.status = QueryStatus.DROPPED
+    query.reason = reason
+
+
+def length_reason(text: str, config: FilterConfig) -> str | None:
+    words = len(text.split())
+    if words < config.min_words:
+        return DROP_TOO_SHORT
+    if words > config.max_words:
+        return DROP_TOO_LONG
+    return None
+
+
+def apply_filters(session: Session, run: GenerationRun, config: FilterConfig) -> FilterReport:
+    """Filter the usable queries of ``run`` (after undoing earlier drops) and report counts by reason.
+
+    Changes are flushed, not committed: the caller's transaction decides.
+    """
+    if config.best_of_n and config.round_trip is None:
+        raise InvalidInputError("Best-of-n picks by round-trip rank; give a round-trip retriever as well.")
+    if config.min_words > config.max_words:
+        raise InvalidInputError("The minimum query length must not exceed the maximum.")
+    reset_drops(session, run)
+    queries = run_queries(session, run, [QueryStatus.OK])
+    report = FilterReport(considered=len(queries))
+
+    alive = _filter_by(queries, lambda query: length_reason(query.text, config))
+    if config.drop_copies:
+        alive = _drop_copies(session, run, alive, config)
+    if config.dedupe:
+        alive = _drop_duplicates(alive)
+    if config.round_trip is not None:
+        trips = round_trip_filter(
+            [(query.text, query.document_id) for query in alive],
+            config.round_trip,
+            config.round_trip_k,
+            batch_size=config.batch_size,
+        )
+        passed: list[SyntheticQuery] = []
+        for query, trip in zip(alive, trips, strict=True):
+            query.score = float(trip.rank) if trip.rank is not None else None
+            if trip.kept(config.round_trip_k):
+                passed.append(query)
+            else:
+                _drop(query, trip.reason)
+        alive = passed
+    if config.best_of_n:
+        alive = _best_of_n(alive)
+    session.flush()
+
+    report.kept = len(alive)
+    report.dropped = reason_counts(session, run, QueryStatus.DROPPED)
+    report.failed = status_counts(session, run).get(QueryStatus.FAILED.value, 0)
+    return report
+
+
+def _filter_by(
+    queries: list[SyntheticQuery], reason_of: Callable[[SyntheticQuery], str | None]
+) -> list[SyntheticQuery]:
+    kept: list[SyntheticQuery] = []
+    for query in queries:
+        reason = reason_of(query)
+        if reason is None:
+            kept.append(query)
+        else:
+            _drop(query, reason)
+    return kept
+
+
+def _example_queries(task: RetrievalTask) -> set[str]:
+    return {normalize(example.query) for example in task.examples}
+
+
+def _drop_copies(
+    session: Session, run: GenerationRun, queries: list[SyntheticQuery], config: FilterConfig
+) -> list[SyntheticQuery]:
+    examples = _example_queries(run.task)
+    texts: dict[int, str] = {}
+    document_ids = sorted({query.document_id for query in queries})
+    for start in range(0, len(document_ids), 500):
+        for document in documents_by_ids(session, document_ids[start : start + 500]):
+            texts[document.id] = document_text(document.title, document.body)
+
+    def reason_of(query: SyntheticQuery) -> str | None:
+        if normalize(query.text) in examples:
+            return DROP_EXAMPLE_COPY
+        copied = is_near_verbatim_copy(
+            query.text,
+            texts.get(query.document_id, ""),
+            max_span_fraction=config.max_span_fraction,
+            max_bigram_overlap=config.max_bigram_overlap,
+        )
+        return DROP_NEAR_VERBATIM if copied else None
+
+    return _filter_by(queries, reason_of)
+
+
+def _drop_duplicates(queries: list[SyntheticQuery]) -> list[SyntheticQuery]:
+    """The same normalised text twice, for one document or for two: the first written is kept."""
+    seen: set[str] = set()
+
+    def reason_of(query: SyntheticQuery) -> str | None:
+        key = normalize(query.text)
+        if key in seen:
+            return DROP_DUPLICATE
+        seen.add(key)
+        return None
+
+    return _filter_by(queries, reason_of)
+
+
+def _best_of_n(queries: list[SyntheticQuery]) -> list[SyntheticQuery]:
+    """Per document, the query whose document ranked best (ties: the earlier sample)."""
+    best: dict[int, SyntheticQuery] = {}
+    for query in queries:
+        current = best.get(query.document_id)
+        rank = query.score if query.score is not None else float("inf")
+        if current is None or rank < (current.score if current.score is not None else float("inf")):
+            best[query.document_id] = query
+    winners = {id(query) for query in best.values()}
+    return _filter_by(queries, lambda query: None if id(query) in winners else DROP_NOT_BEST)

@@ -1,0 +1,135 @@
+"""The promotion guard: does a trained model beat the active one, judged without test labels?
+
+Evidence Ferret has for a task: its few real examples (query → document), and synthetic queries of documents that
+were held out of training (their source document is the label). Both models rank each query's document among
+the same sampled sub-corpus (the labelled documents plus random distractors) by exact inner product, so the
+comparison costs one embedding of a few thousand passages per model, not a full index build.
+
+Decision: the candidate passes when its held-out MRR@10 is at least the reference's plus ``min_gain`` and its
+MRR@10 on the real examples does not fall by more than ``max_example_drop``. The report keeps every number, so a
+forced promotion can say what the guard measured.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from ferret.core.encoder.dual_encoder import DualEncoder
+
+
+@dataclass(frozen=True)
+class LabelledQuery:
+    text: str
+    document_id: int
+
+
+@dataclass(frozen=True)
+class GuardEvidence:
+    examples: list[LabelledQuery]
+    """The task's real (query, document) examples."""
+    held_out: list[LabelledQuery]
+    """Filtered synthetic queries of documents excluded from training."""
+    documents: dict[int, str]
+    """Sub-corpus to rank over: document id → passage text (title + text); holds every labelled document."""
+
+    @classmethod
+    def sample(
+        cls,
+        examples: Sequence[LabelledQuery],
+        held_out: Sequence[LabelledQuery],
+        corpus: dict[int, str],
+        *,
+        distractors: int = 2_000,
+        seed: int = 13,
+    ) -> GuardEvidence:
+        labelled = {q.document_id for q in [*examples, *held_out]}
+        others = sorted(set(corpus) - labelled)
+        chosen = random.Random(seed).sample(others, min(distractors, len(others)))
+        documents = {doc_id: corpus[doc_id] for doc_id in sorted(labelled | set(chosen)) if doc_id in corpus}
+        return cls(list(examples), list(held_out), documents)
+
+
+@dataclass(frozen=True)
+class GuardScores:
+    examples_mrr: float
+    held_out_mrr: float
+    held_out_recall_at_10: float
+
+
+@dataclass(frozen=True)
+class GuardReport:
+    candidate: GuardScores
+    reference: GuardScores
+    passed: bool
+    reason: str
+    examples: int
+    held_out: int
+    documents: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _scores(encoder: DualEncoder, evidence: GuardEvidence) -> GuardScores:
+    doc_ids = list(evidence.documents)
+    position = {doc_id: i for i, doc_id in enumerate(doc_ids)}
+    matrix = encoder.encode_passages([evidence.documents[d] for d in doc_ids])
+
+    def ranks(queries: Sequence[LabelledQuery]) -> np.ndarray:
+        if not queries:
+            return np.zeros(0)
+        scores = encoder.encode_queries([q.text for q in queries]) @ matrix.T
+        gold = scores[np.arange(len(queries)), [position[q.document_id] for q in queries]]
+        return (scores > gold[:, None]).sum(axis=1) + 1  # 1 = the labelled document ranks first
+
+    def mrr10(r: np.ndarray) -> float:
+        return float(np.mean(np.where(r <= 10, 1.0 / r, 0.0))) if len(r) else 0.0
+
+    held = ranks(evidence.held_out)
+    return GuardScores(
+        examples_mrr=mrr10(ranks(evidence.examples)),
+        held_out_mrr=mrr10(held),
+        held_out_recall_at_10=float(np.mean(held <= 10)) if len(held) else 0.0,
+    )
+
+
+def run_guard(
+    candidate: DualEncoder,
+    reference: DualEncoder,
+    evidence: GuardEvidence,
+    *,
+    min_gain: float = 0.005,
+    max_example_drop: float = 0.0,
+) -> GuardReport:
+    if not evidence.held_out and not evidence.examples:
+        raise ValueError("the guard needs examples or held-out queries")
+    new, old = _scores(candidate, evidence), _scores(reference, evidence)
+    if new.held_out_mrr < old.held_out_mrr + min_gain:
+        passed, reason = (
+            False,
+            (
+                f"held-out MRR@10 {new.held_out_mrr:.3f} does not beat the active model's {old.held_out_mrr:.3f} "
+                f"by {min_gain}"
+            ),
+        )
+    elif new.examples_mrr < old.examples_mrr - max_example_drop:
+        passed, reason = (
+            False,
+            (f"MRR@10 on the task's examples fell from {old.examples_mrr:.3f} to {new.examples_mrr:.3f}"),
+        )
+    else:
+        passed, reason = (
+            True,
+            (
+                f"held-out MRR@10 {old.held_out_mrr:.3f} → {new.held_out_mrr:.3f}, "
+                f"examples {old.examples_mrr:.3f} → {new.examples_mrr:.3f}"
+            ),
+        )
+    return GuardReport(
+        new, old, passed, reason, len(evidence.examples), len(evidence.held_out), len(evidence.documents)
+    )

@@ -1,0 +1,244 @@
+"""Filters of synthetic queries: length, copies, duplicates, round-trip consistency with BM25, best-of-n."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from ferret.core.cli.main import app
+from ferret.core.db.models import Corpus, Document, GenerationRun, QueryStatus, RetrievalTask, SyntheticQuery
+from ferret.core.db.synthetic import create_run, training_pairs
+from ferret.core.errors import InvalidInputError
+from ferret.core.synth.filters import FilterConfig, apply_filters, round_trip_filter
+from ferret.core.synth.query_text import (
+    bigram_overlap,
+    clean_generation,
+    is_near_verbatim_copy,
+    is_verbatim_copy,
+    longest_common_span,
+    looks_like_query,
+    tokens,
+)
+from ferret.core.synth.retrievers import BM25Retriever
+from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
+
+LONG_QUERY = " ".join(["why"] + ["very"] * 40 + ["hot"])
+
+
+@pytest.fixture
+def task(session: Session, corpus: Corpus) -> RetrievalTask:
+    examples = [
+        ExampleSpec(query="What is the capital of France?", document="d1"),
+        ExampleSpec(query="How do plants make sugar?", document="d2"),
+    ]
+    return create_task(session, TaskSpec(name="facts", corpus="facts", examples=examples))
+
+
+def _run(session: Session, task: RetrievalTask, queries: Sequence[tuple[str, str]]) -> GenerationRun:
+    """A run holding (document title, query) rows in this order; a query starting with '!' is a failed one."""
+    run = create_run(session, task, {})
+    ids = {title: document_id for document_id, title in session.execute(select(Document.id, Document.title))}
+    samples: dict[str, int] = {}
+    for title, text in queries:
+        sample = samples[title] = samples.get(title, -1) + 1
+        failed = text.startswith("!")
+        session.add(
+            SyntheticQuery(
+                run_id=run.id,
+                document_id=ids[title],
+                sample=sample,
+                text=text.lstrip("!"),
+                status=QueryStatus.FAILED if failed else QueryStatus.OK,
+                reason="empty" if failed else None,
+            )
+        )
+    session.flush()
+    return run
+
+
+def _outcome(session: Session, run: GenerationRun) -> list[tuple[str, str, str | None, float | None]]:
+    rows = session.scalars(select(SyntheticQuery).where(SyntheticQuery.run_id == run.id).order_by(SyntheticQuery.id))
+    return [(row.text, row.status.value, row.reason, row.score) for row in rows]
+
+
+def test_length_copy_and_duplicate_filters(session: Session, task: RetrievalTask) -> None:
+    run = _run(
+        session,
+        task,
+        [
+            ("Paris", "capital city of france"),
+            ("Paris", "paris"),
+            ("Paris", "what river runs through paris"),
+            ("Photosynthesis", "how do plants make sugar"),
+            ("Jupiter", "Jupiter is the largest planet of the solar system"),
+            ("Jupiter", "largest planet in the solar system"),
+            ("Espresso", "how is espresso brewed"),
+            ("Espresso", "How is espresso brewed?"),
+            ("Volcano", LONG_QUERY),
+            ("Chess", "how is espresso brewed"),
+            ("Bread", "!"),
+        ],
+    )
+
+    report = apply_filters(session, run, FilterConfig())
+
+    assert _outcome(session, run) == [
+        ("capital city of france", "ok", None, None),
+        ("paris", "dropped", "too short", None),
+        ("what river runs through paris", "ok", None, None),
+        ("how do plants make sugar", "dropped", "copy of an example query", None),
+        ("Jupiter is the largest planet of the solar system", "dropped", "near-verbatim copy", None),
+        ("largest planet in the solar system", "ok", None, None),
+        ("how is espresso brewed", "ok", None, None),
+        ("How is espresso brewed?", "dropped", "duplicate", None),
+        (LONG_QUERY, "dropped", "too long", None),
+        ("how is espresso brewed", "dropped", "duplicate", None),
+        ("", "failed", "empty", None),
+    ]
+    assert report.as_dict() == {
+        "considered": 10,
+        "kept": 4,
+        "dropped": {
+            "too short": 1,
+            "too long": 1,
+            "copy of an example query": 1,
+            "near-verbatim copy": 1,
+            "duplicate": 2,
+        },
+        "failed": 1,
+    }
+    assert len(training_pairs(session, run)) == 4
+
+
+def test_round_trip_with_bm25_and_best_of_n(session: Session, task: RetrievalTask, corpus: Corpus) -> None:
+    run = _run(
+        session,
+        task,
+        [
+            ("Paris", "what river runs through paris"),
+            ("Photosynthesis", "carbon dioxide gas from yeast"),
+            ("Photosynthesis", "how do plants use sunlight"),
+            ("Penguins", "how do tides rise and fall"),
+            ("Jupiter", "largest planet in the solar system"),
+            ("Jupiter", "what has a great red spot"),
+        ],
+    )
+    bm25 = BM25Retriever.for_corpus(session, corpus)
+
+    report = apply_filters(session, run, FilterConfig(round_trip=bm25))
+
+    outcome = _outcome(session, run)
+    assert outcome[:3] == [
+        ("what river runs through paris", "ok", None, 1.0),
+        ("carbon dioxide gas from yeast", "dropped", "round-trip: rank 2", 2.0),  # the bread document comes first
+        ("how do plants use sunlight", "ok", None, 1.0),
+    ]
+    _, status, reason, score = outcome[3]
+    assert status == "dropped" and reason is not None and reason.startswith("round-trip: not in top") and score is None
+    assert outcome[4:] == [
+        ("largest planet in the solar system", "ok", None, 1.0),
+        ("what has a great red spot", "ok", None, 1.0),
+    ]
+    assert report.kept == 4 and report.dropped == {"round-trip": 2}
+
+    # K=2 keeps the rank-2 query; best-of-n then keeps one query per document, the best ranked (ties: the first).
+    report = apply_filters(session, run, FilterConfig(round_trip=bm25, round_trip_k=2, best_of_n=True))
+
+    assert [(text, status, reason) for text, status, reason, _ in _outcome(session, run)] == [
+        ("what river runs through paris", "ok", None),
+        ("carbon dioxide gas from yeast", "dropped", "best-of-n: not the best"),
+        ("how do plants use sunlight", "ok", None),
+        ("how do tides rise and fall", "dropped", outcome[3][2]),
+        ("largest planet in the solar system", "ok", None),
+        ("what has a great red spot", "dropped", "best-of-n: not the best"),
+    ]
+    assert report.kept == 3 and report.dropped == {"round-trip": 1, "best-of-n": 2}
+
+
+def test_filtering_again_undoes_earlier_drops(session: Session, task: RetrievalTask, corpus: Corpus) -> None:
+    run = _run(session, task, [("Penguins", "how do tides rise and fall"), ("Tides", "what pulls the tides")])
+    apply_filters(session, run, FilterConfig(round_trip=BM25Retriever.for_corpus(session, corpus)))
+    assert [status for _, status, _, _ in _outcome(session, run)] == ["dropped", "ok"]
+
+    report = apply_filters(session, run, FilterConfig())
+
+    assert _outcome(session, run) == [
+        ("how do tides rise and fall", "ok", None, None),
+        ("what pulls the tides", "ok", None, None),
+    ]
+    assert report.kept == 2 and report.dropped == {}
+
+
+def test_round_trip_filter_with_any_retriever() -> None:
+    def retriever(queries: list[str]) -> list[list[int]]:
+        return [[1, 2], [1, 2], [5]][: len(queries)]
+
+    trips = round_trip_filter([("a", 1), ("b", 2), ("c", 3)], retriever, k=1)
+
+    assert [trip.rank for trip in trips] == [1, 2, None]
+    assert [trip.kept(1) for trip in trips] == [True, False, False]
+    assert [trip.reason for trip in trips] == ["round-trip: rank 1", "round-trip: rank 2", "round-trip: not in top 1"]
+    in_batches_of_one = round_trip_filter([("a", 1), ("b", 2)], retriever, k=2, batch_size=1)
+    assert [trip.rank for trip in in_batches_of_one] == [1, 2]
+    with pytest.raises(InvalidInputError, match="at least 1"):
+        round_trip_filter([], retriever, k=0)
+    with pytest.raises(InvalidInputError, match="answered 1 queries of 2"):
+        round_trip_filter([("a", 1), ("b", 2)], lambda queries: [[1]])
+
+
+def test_bad_filter_settings(session: Session, task: RetrievalTask) -> None:
+    run = _run(session, task, [])
+    with pytest.raises(InvalidInputError, match="round-trip retriever"):
+        apply_filters(session, run, FilterConfig(best_of_n=True))
+    with pytest.raises(InvalidInputError, match="must not exceed"):
+        apply_filters(session, run, FilterConfig(min_words=5, max_words=4))
+
+
+def test_query_text_helpers() -> None:
+    assert clean_generation('  Query: Query: "what is tea?"\n', "Query") == "what is tea?"
+    assert clean_generation(" “tea facts” ", "Query") == "tea facts"
+    assert clean_generation(' "why is tea green', "Query") == "why is tea green"
+    assert clean_generation('what does "chai" mean', "Query") == 'what does "chai" mean'
+    assert clean_generation('""', "Query") == ""
+    assert looks_like_query("what is tea", "Document", "Query")
+    assert not looks_like_query("Document: Tea is a drink", "Document", "Query")
+    assert not looks_like_query("what is tea query: more", "Document", "Query")
+    assert not looks_like_query("...?!", "Document", "Query")
+    assert not looks_like_query("Read the passage and generate a query.", "Document", "Query")
+
+    document = tokens("Jupiter is the largest planet of the solar system, a gas giant.")
+    assert longest_common_span(tokens("the largest planet of all"), document) == 4
+    assert longest_common_span(tokens("nothing here"), document) == 0
+    assert bigram_overlap(tokens("largest planet in the solar system"), document) == pytest.approx(0.6)
+    assert bigram_overlap(tokens("jupiter"), document) == 0.0
+
+    text = "Jupiter is the largest planet of the solar system, a gas giant."
+    assert is_verbatim_copy("the largest planet of the solar", text)
+    assert not is_verbatim_copy("solar system", text)  # a keyword query, not a copy
+    assert not is_verbatim_copy("the largest planet in the solar system", text)
+    assert is_near_verbatim_copy("Jupiter is the biggest planet of the solar system, a gas giant", text)
+    assert not is_near_verbatim_copy("largest planet in the solar system", text)
+
+
+def test_cli_filter(session: Session, task: RetrievalTask) -> None:
+    run = _run(
+        session,
+        task,
+        [("Paris", "what river runs through paris"), ("Penguins", "how do tides rise and fall"), ("Paris", "paris")],
+    )
+    session.commit()
+    runner = CliRunner()
+
+    result = runner.invoke(app, ["task", "filter", "facts", "--retriever", "bm25"])
+
+    assert result.exit_code == 0, result.output
+    assert (
+        f"run {run.id}: kept 1 of 3 usable queries; dropped: round-trip 1, too short 1; failed generations: 0"
+        in " ".join(result.output.split())
+    )
+    wrong = runner.invoke(app, ["task", "filter", "facts", "--run", "999"])
+    assert wrong.exit_code == 1 and "Generation run 999 does not exist." in " ".join(wrong.output.split())
