@@ -217,7 +217,15 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     env.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COLUMNS": "160"})
 
     completed = subprocess.run(
-        [sys.executable, "-c", "from ferret.core.cli.main import main; main()", "quickstart", "--home", str(home)],
+        [
+            sys.executable,
+            "-c",
+            "from ferret.core.cli.main import main; main()",
+            "quickstart",
+            "--home",
+            str(home),
+            "--no-train",
+        ],
         capture_output=True,
         text=True,
         env=env,

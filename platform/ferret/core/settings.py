@@ -20,6 +20,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
+LLMApi = Literal["completions", "chat"]
 
 
 class FerretSettings(BaseSettings):
@@ -55,6 +56,25 @@ class FerretSettings(BaseSettings):
 
     # Ingestion.
     max_file_bytes: int = Field(default=50_000_000, ge=1, description="Larger files are skipped and reported.")
+
+    # Query generator (Promptagator). Nothing leaves the machine unless FERRET_LLM_BASE_URL is set.
+    llm_base_url: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint (vLLM, llama.cpp server, Ollama, TGI, OpenAI), e.g. "
+        "http://gpu-box:8000/v1; unset = the embedded generator.",
+    )
+    llm_model: str | None = Field(default=None, description="Model name on the endpoint; unset = the first it lists.")
+    llm_api_key: SecretStr | None = Field(default=None, description="API key of the endpoint; never logged.")
+    llm_api: LLMApi = Field(default="completions", description="'completions' (raw prompts, preferred) or 'chat'.")
+    llm_concurrency: int = Field(default=4, ge=1, le=256, description="Requests in flight at once.")
+    llm_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one request, in seconds.")
+    llm_max_retries: int = Field(default=4, ge=0, le=20, description="Retries on 429, 5xx, timeouts and refusals.")
+    generator_model: str | None = Field(
+        default=None,
+        description="Embedded generator: a GGUF file or a transformers model folder; default: the pinned "
+        "SmolLM2-135M-Instruct package.",
+    )
+    generator_batch_size: int = Field(default=8, ge=1, description="Prompts per forward pass of the embedded model.")
 
     @field_validator("home")
     @classmethod

@@ -15,6 +15,7 @@ from typer.core import TyperGroup
 
 from ferret.core.cli.context import app_context
 from ferret.core.cli.index_commands import index_app
+from ferret.core.cli.pipeline_commands import pipeline_app
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.core.cli.task_commands import task_app
 from ferret.core.corpus.ingest import Ingestor, IngestReport
@@ -43,6 +44,7 @@ app = typer.Typer(cls=_FerretGroup, help="Ferret: a search engine trained on you
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(index_app, name="index")
+app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(task_app, name="task")
 
 
@@ -167,11 +169,12 @@ def evaluate(
 @app.command()
 def quickstart(
     home: Annotated[Path | None, typer.Option(help="FERRET_HOME to use (default: the configured one).")] = None,
+    train: Annotated[bool, typer.Option(help="Also run the few-shot training pipeline on the demo task.")] = True,
 ) -> None:
-    """Ingest the bundled demo corpus, index it, show searches and evaluate BM25 against the base model."""
+    """The main job on the demo corpus: ingest, index, search, evaluate, and train from 8 examples."""
     from ferret.core.cli.quickstart import run_quickstart
 
-    run_quickstart(home)
+    run_quickstart(home, train=train)
 
 
 def main() -> None:

@@ -1,7 +1,10 @@
 """``ferret quickstart``: the main job end to end on the embedded default, with nothing to configure.
 
-Ingests the bundled demo corpus, indexes it with the base model in a versioned embedded Qdrant collection,
-shows a few searches, and evaluates BM25 against the base model's three search modes on the demo questions.
+1. ingest the bundled demo corpus and index it with the base model in a versioned embedded Qdrant collection;
+2. show a few searches and evaluate BM25 against the base model's three search modes on the demo questions;
+3. (unless ``--no-train``) run the few-shot Promptagator pipeline on the demo task (8 example questions that are
+   not evaluated): generate queries with the embedded generator, filter, fine-tune, guard, index, and promote
+   only if the guard measures a gain; then show the searches and the evaluation again, base beside trained.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from pathlib import Path
 
 from ferret.connectors.beir.connector import BeirConnector
 from ferret.connectors.beir.loader import load_queries
-from ferret.core.cli.context import app_context
+from ferret.core.cli.context import AppContext, app_context
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import get_or_create_corpus
-from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET
+from ferret.core.db.task import find_task
+from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET, DEMO_TASK
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
 from ferret.core.search.searcher import Searcher
@@ -24,12 +28,14 @@ from ferret.core.settings import get_settings
 
 EXAMPLE_QUERIES = (
     "Which team won Super Bowl 50?",
-    "What did the Yuan dynasty do about paper money?",
-    "how does the immune system recognise pathogens",
+    "why did arab countries stop selling oil in 1973",
+    "what causes the plague",
 )
+# Small defaults so the whole job fits in about ten minutes on 2 CPU cores.
+QUICKSTART_DOCUMENTS = 160
 
 
-def run_quickstart(home: Path | None = None) -> None:
+def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
     if home is not None:
         os.environ["FERRET_HOME"] = str(home)
         get_settings.cache_clear()
@@ -46,39 +52,74 @@ def run_quickstart(home: Path | None = None) -> None:
         with progress_bar() as bar:
             task = bar.add_task("ingesting the demo corpus", total=None)
             report = Ingestor(
-                ctx.session,
-                ctx.settings,
-                ctx.backend,
-                corpus,
-                progress=lambda r: bar.update(task, completed=r.seen),
+                ctx.session, ctx.settings, ctx.backend, corpus, progress=lambda r: bar.update(task, completed=r.seen)
             ).run(BeirConnector(path=str(DEMO_DATASET), name="demo"))
         _print_report(report)
 
         base = ModelRegistry(ctx.session, ctx.settings).ensure_base()
         index_version = ensure_index(
-            ctx.session,
-            ctx.settings,
-            ctx.backend,
-            corpus,
-            base,
-            lambda m: err_console.print(f"[dim]{m}[/dim]"),
+            ctx.session, ctx.settings, ctx.backend, corpus, base, lambda m: err_console.print(f"[dim]{m}[/dim]")
         )
-        console.print(
-            f"index: {index_version.collection} ({index_version.point_count} passages, {index_version.state.value})\n"
-        )
-
-        searcher = Searcher(ctx.session, ctx.settings, ctx.backend)
-        for query in EXAMPLE_QUERIES:
-            print_results(query, searcher.search(DEMO_CORPUS, query, k=3))
-            console.print()
-
+        console.print(f"index: {index_version.collection} ({index_version.point_count} passages)\n")
+        _show_searches(ctx, "searches with the active model")
+        models = ["base"]
+        if train:
+            trained = _train(ctx)
+            if trained is not None:
+                models.append(trained)
+                _show_searches(ctx, "the same searches after the pipeline")
         rows = evaluate_dataset(
-            ctx.session, ctx.settings, ctx.backend, DEMO_DATASET, split="test", corpus_name=DEMO_CORPUS
+            ctx.session, ctx.settings, ctx.backend, DEMO_DATASET, split="test", corpus_name=DEMO_CORPUS, models=models
         )
         console.print(eval_table(f"demo corpus: {len(load_queries(DEMO_DATASET))} questions", rows))
     console.print(
         f'done in {time.perf_counter() - started:.0f} s. Try: ferret search --corpus {DEMO_CORPUS} "your question"'
     )
+
+
+def _train(ctx: AppContext) -> str | None:
+    from ferret.core.cli.pipeline_commands import print_result
+    from ferret.core.llm.factory import build_backend
+    from ferret.core.pipeline.promptagator import PipelineConfig, run_pipeline
+    from ferret.core.synth.task_spec import create_task, load_task_spec
+
+    task = find_task(ctx.session, "demo-questions") or create_task(ctx.session, load_task_spec(DEMO_TASK))
+    ctx.session.commit()
+    console.print(
+        f"\n[bold]Few-shot training[/bold] on task {task.name!r} ({len(task.examples)} examples), "
+        f"{QUICKSTART_DOCUMENTS} documents, embedded generator"
+    )
+    llm = build_backend(ctx.settings)
+    try:
+        with progress_bar() as bar:
+            bars: dict[str, object] = {}
+
+            def status(stage: str, fraction: float) -> None:
+                if stage not in bars:
+                    bars[stage] = bar.add_task(stage, total=1.0)
+                bar.update(bars[stage], completed=fraction)  # type: ignore[arg-type]
+
+            result = run_pipeline(
+                ctx.session,
+                ctx.settings,
+                ctx.backend,
+                task,
+                llm,
+                PipelineConfig(max_documents=QUICKSTART_DOCUMENTS, queries_per_doc=1),
+                status=status,
+            )
+    finally:
+        llm.close()
+    print_result(result)
+    return result.model.name
+
+
+def _show_searches(ctx: AppContext, title: str) -> None:
+    console.print(f"[bold]{title}[/bold]")
+    searcher = Searcher(ctx.session, ctx.settings, ctx.backend)
+    for query in EXAMPLE_QUERIES:
+        print_results(query, searcher.search(DEMO_CORPUS, query, k=3))
+        console.print()
 
 
 def _print_report(report: IngestReport) -> None:

@@ -47,11 +47,16 @@ def latest_run(session: Session, task: RetrievalTask) -> GenerationRun | None:
     ).first()
 
 
-def resumable_run(session: Session, task: RetrievalTask, settings: dict[str, Any]) -> GenerationRun | None:
+def resumable_run(
+    session: Session, task: RetrievalTask, settings: dict[str, Any], *, include_finished: bool = False
+) -> GenerationRun | None:
     """The task's latest run when it did not finish (interrupted, failed, or left running by a killed process)
-    and ran with the same settings; a finished run or other settings start a new run."""
+    and ran with the same settings; a finished run counts too with ``include_finished`` (it then only gains the
+    documents added since). Otherwise a new run starts."""
     run = latest_run(session, task)
-    if run is None or run.state is GenerationState.SUCCEEDED or run.settings != settings:
+    if run is None or run.settings != settings:
+        return None
+    if run.state is GenerationState.SUCCEEDED and not include_finished:
         return None
     return run
 

@@ -4,3 +4,4 @@ from pathlib import Path
 
 DEMO_DATASET = Path(__file__).parent / "squad_demo"
 DEMO_CORPUS = "demo"
+DEMO_TASK = DEMO_DATASET / "task.yaml"

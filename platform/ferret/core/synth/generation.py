@@ -156,12 +156,14 @@ def generate(
     batch_size: int = 8,
     progress: ProgressCallback | None = None,
     fresh: bool = False,
+    reuse_finished: bool = False,
 ) -> GenerationRun:
     """Generate queries for the task's documents and return the run (resumed when one is unfinished).
 
     ``queries_per_doc`` and ``max_documents`` override the task's settings. An ``LLMError`` marks the run failed
     and a ``KeyboardInterrupt`` marks it interrupted; both keep the committed batches and are raised again.
-    With ``fresh`` a new run starts even when an unfinished one could be resumed. The session is committed: once
+    With ``fresh`` a new run starts even when an unfinished one could be resumed; with ``reuse_finished`` a finished
+    run with the same settings is reused too (only documents added since are generated). The session is committed: once
     when the run starts and once per batch (whatever else the caller had pending goes with the first commit).
     """
     if batch_size < 1:
@@ -169,7 +171,7 @@ def generate(
     settings = run_settings(task, queries_per_doc=queries_per_doc, max_documents=max_documents)
     builder = task_prompt_builder(session, task, PromptBudget(max_new_tokens=settings.max_tokens))
     snapshot = {**settings.model_dump(mode="json"), "backend": getattr(backend, "name", type(backend).__name__)}
-    run = None if fresh else resumable_run(session, task, snapshot)
+    run = None if fresh else resumable_run(session, task, snapshot, include_finished=reuse_finished)
     if run is None:
         run = create_run(session, task, snapshot)
     else:

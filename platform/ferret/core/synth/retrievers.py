@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.chunking import passage_text
 from ferret.core.db.document import iter_passages
 from ferret.core.db.models import Corpus, IndexVersion
 from ferret.core.db.synthetic import document_texts
@@ -71,7 +72,9 @@ class EncoderRetriever:
         cls, session: Session, corpus: Corpus, encoder: DualEncoder, *, depth: int = 100
     ) -> EncoderRetriever:
         passages = [
-            (document.id, passage.text) for batch in iter_passages(session, corpus) for passage, document in batch
+            (document.id, passage_text(document.title, passage.text))
+            for batch in iter_passages(session, corpus)
+            for passage, document in batch
         ]
         return cls(encoder, passages, depth=depth)
 

@@ -75,8 +75,15 @@ def train_dual_encoder(
 
     if len(queries) != len(passages) or (negatives is not None and len(negatives) != len(queries)):
         raise InvalidInputError("Training needs one passage (and one negative, if any) per query.")
-    if len(queries) < 2 * min(config.batch_size, 8):
+    distinct = len(set(passages))
+    if len(queries) < 2 * min(config.batch_size, 8) or distinct < 2:
         raise InvalidInputError(f"Only {len(queries)} training pairs; generate more queries before training.")
+    # The no-duplicates sampler cannot fill a batch with more passages than there are distinct ones.
+    batch_size = min(config.batch_size, distinct)
+    if batch_size < config.batch_size:
+        logger.warning(
+            "batch size lowered from %d to %d: only %d distinct passages", config.batch_size, batch_size, distinct
+        )
     device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(config.seed)
     model = SentenceTransformer(config.base_model, device=device, local_files_only=True)
@@ -100,10 +107,10 @@ def train_dual_encoder(
     with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:
         args = SentenceTransformerTrainingArguments(
             output_dir=scratch,
-            per_device_train_batch_size=config.batch_size,
+            per_device_train_batch_size=batch_size,
             learning_rate=config.learning_rate,
             max_steps=config.max_steps,
-            warmup_ratio=config.warmup_ratio,
+            warmup_steps=int(config.warmup_ratio * config.max_steps),
             seed=config.seed,
             batch_sampler=BatchSamplers.NO_DUPLICATES,
             save_strategy="no",

@@ -1,0 +1,98 @@
+"""``ferret pipeline run``: the whole Promptagator pipeline for a task, with progress."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, cast
+
+import typer
+from rich.table import Table
+
+from ferret.core.cli.context import app_context
+from ferret.core.cli.render import console, progress_bar
+from ferret.core.db.task import get_task
+from ferret.core.errors import InvalidInputError
+from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
+
+pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
+
+_PROMOTE = ("auto", "force", "never")
+_ROUND_TRIP = ("none", "bm25", "base")
+
+
+@pipeline_app.command("run")
+def run(
+    task: Annotated[str, typer.Option("--task", "-t", help="Task name (see `ferret task list`).")],
+    max_documents: Annotated[int | None, typer.Option(help="Generate for at most this many documents.")] = None,
+    queries_per_doc: Annotated[int | None, typer.Option(help="Queries sampled per document (1-8).")] = None,
+    round_trip: Annotated[str, typer.Option(help="Round-trip filter retriever: none, bm25 or base.")] = "base",
+    learning_rate: Annotated[float, typer.Option(help="Fine-tuning learning rate.")] = 1e-5,
+    max_steps: Annotated[int | None, typer.Option(help="Training steps (default scaled to the data).")] = None,
+    base_weight: Annotated[float, typer.Option(help="Average the tuned weights with the base (0-1).")] = 0.0,
+    promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = "auto",
+    model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
+) -> None:
+    """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote."""
+    from ferret.core.llm.factory import build_backend
+
+    if promote not in _PROMOTE:
+        raise InvalidInputError(f"--promote must be one of {', '.join(_PROMOTE)}.")
+    if round_trip not in _ROUND_TRIP:
+        raise InvalidInputError(f"--round-trip must be one of {', '.join(_ROUND_TRIP)}.")
+    if not 0.0 <= base_weight <= 1.0:
+        raise InvalidInputError("--base-weight must be between 0 and 1.")
+    config = PipelineConfig(
+        queries_per_doc=queries_per_doc,
+        max_documents=max_documents,
+        round_trip=cast(Literal["none", "bm25", "base"], round_trip),
+        learning_rate=learning_rate,
+        max_steps=max_steps,
+        base_weight=base_weight,
+        promote=cast(Literal["auto", "force", "never"], promote),
+        model_name=model_name,
+    )
+    with app_context() as ctx:
+        task_row = get_task(ctx.session, task)
+        llm = build_backend(ctx.settings)
+        try:
+            with progress_bar() as bar:
+                current = {"stage": "", "id": bar.add_task("starting", total=1.0)}
+
+                def status(stage: str, fraction: float) -> None:
+                    if stage != current["stage"]:
+                        current["stage"] = stage
+                        current["id"] = bar.add_task(stage, total=1.0)
+                    bar.update(current["id"], completed=fraction)  # type: ignore[arg-type]
+
+                result = run_pipeline(ctx.session, ctx.settings, ctx.backend, task_row, llm, config, status=status)
+        finally:
+            llm.close()
+        print_result(result)
+
+
+def print_result(result: PipelineResult) -> None:
+    counters = result.run.counters
+    console.print(
+        f"generation run {result.run.id}: {counters.get('documents', 0)} documents, "
+        f"{result.filters.kept} queries kept of {result.filters.considered}; dropped {dict(result.filters.dropped)}"
+    )
+    guard = result.guard
+    table = Table(title=f"guard: {result.model.name} vs the active model")
+    for column in ("", "examples MRR@10", "held-out MRR@10", "held-out R@10"):
+        table.add_column(column)
+    for label, scores in (("candidate", guard.candidate), ("active", guard.reference)):
+        table.add_row(
+            label, f"{scores.examples_mrr:.3f}", f"{scores.held_out_mrr:.3f}", f"{scores.held_out_recall_at_10:.3f}"
+        )
+    console.print(table)
+    verdict = "[green]passed[/]" if guard.passed else "[yellow]refused[/]"
+    console.print(f"guard {verdict}: {guard.reason}")
+    if result.promoted and result.index_version is not None:
+        console.print(f"promoted {result.index_version.collection} (model {result.model.name})")
+    elif result.index_version is not None:
+        console.print(f"built {result.index_version.collection}, not promoted")
+    else:
+        console.print(
+            f"not promoted; to use it anyway: ferret index build --corpus {result.run.task.corpus.name} "
+            f"--model {result.model.name} --promote"
+        )
+    console.print("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result.seconds.items()))

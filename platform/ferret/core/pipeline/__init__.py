@@ -1,0 +1,1 @@
+"""End-to-end training pipelines that chain generation, filtering, training, indexing and promotion."""

@@ -1,0 +1,58 @@
+"""``build_backend``: the embedded generator by default, an endpoint only when one is configured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferret.core.llm.factory import build_backend
+from ferret.core.llm.local_backend import LocalTransformersBackend
+from ferret.core.llm.openai_backend import OpenAICompatibleBackend
+from ferret.core.settings import FerretSettings
+
+
+def test_embedded_generator_by_default(settings: FerretSettings, smollm2_gguf: Path) -> None:
+    backend = build_backend(settings)
+
+    assert isinstance(backend, LocalTransformersBackend)
+    assert backend.model_path == smollm2_gguf
+    assert backend.batch_size == settings.generator_batch_size
+
+
+def test_generator_model_override(monkeypatch: pytest.MonkeyPatch, ferret_home: Path, tmp_path: Path) -> None:
+    monkeypatch.setenv("FERRET_GENERATOR_MODEL", str(tmp_path / "my.gguf"))
+    monkeypatch.setenv("FERRET_GENERATOR_BATCH_SIZE", "4")
+
+    backend = build_backend(FerretSettings())
+
+    assert isinstance(backend, LocalTransformersBackend)
+    assert backend.model_path == tmp_path / "my.gguf" and backend.batch_size == 4
+
+
+def test_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch, ferret_home: Path) -> None:
+    monkeypatch.setenv("FERRET_LLM_BASE_URL", "http://gpu-box:8000/v1/")
+    monkeypatch.setenv("FERRET_LLM_MODEL", "Qwen/Qwen2.5-7B")
+    monkeypatch.setenv("FERRET_LLM_API_KEY", "sk-hidden")
+    monkeypatch.setenv("FERRET_LLM_API", "chat")
+    monkeypatch.setenv("FERRET_LLM_CONCURRENCY", "16")
+    monkeypatch.setenv("FERRET_LLM_TIMEOUT_S", "12.5")
+    monkeypatch.setenv("FERRET_LLM_MAX_RETRIES", "7")
+    settings = FerretSettings()
+
+    backend = build_backend(settings)
+
+    assert isinstance(backend, OpenAICompatibleBackend)
+    assert (backend.base_url, backend.model, backend.api) == ("http://gpu-box:8000/v1", "Qwen/Qwen2.5-7B", "chat")
+    assert (backend.concurrency, backend.timeout_s, backend.max_retries) == (16, 12.5, 7)
+    assert backend.api_key is not None and backend.api_key.get_secret_value() == "sk-hidden"
+    assert "sk-hidden" not in repr(backend) and "sk-hidden" not in repr(settings)
+    assert backend.name == "openai-compatible:Qwen/Qwen2.5-7B@http://gpu-box:8000/v1"
+    backend.close()
+
+
+def test_bad_api_setting_is_refused(monkeypatch: pytest.MonkeyPatch, ferret_home: Path) -> None:
+    monkeypatch.setenv("FERRET_LLM_API", "responses")
+
+    with pytest.raises(ValueError, match="llm_api"):
+        FerretSettings()

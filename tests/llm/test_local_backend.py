@@ -1,0 +1,116 @@
+"""The embedded generator on the real SmolLM2-135M GGUF from the pinned package."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ferret.core.llm.base import LLMError
+from ferret.core.llm.local_backend import LocalTransformersBackend, load_generator
+from ferret.core.llm.prefix_cache_sampler import common_prefix_length
+
+DOCUMENTS = [
+    "Honey never spoils because its low moisture and high acidity stop bacteria from growing.",
+    "The Amazon river carries more water than the next seven largest rivers combined.",
+    "Octopuses have three hearts and blue blood that carries oxygen with copper.",
+]
+
+
+@pytest.fixture(scope="module")
+def backend(smollm2_gguf: Path) -> LocalTransformersBackend:
+    """The default backend, model loaded once per process (the cache Ferret itself uses)."""
+    backend = LocalTransformersBackend(smollm2_gguf, device="cpu", batch_size=8)
+    backend.load()
+    return backend
+
+
+@pytest.fixture(scope="module")
+def prompts(few_shot_prompt: Callable[[str], str]) -> list[str]:
+    return [few_shot_prompt(document) for document in DOCUMENTS]
+
+
+def test_common_prefix_length() -> None:
+    assert common_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]]) == 2
+    assert common_prefix_length([[5, 6]]) == 2
+    assert common_prefix_length([[1], [2]]) == 0
+    assert common_prefix_length([]) == 0
+
+
+def test_missing_model_is_one_clear_error(tmp_path: Path) -> None:
+    backend = LocalTransformersBackend(tmp_path / "nothing-here")
+
+    with pytest.raises(LLMError, match="FERRET_GENERATOR_MODEL"):
+        backend.complete(["Query:"])
+
+
+@pytest.mark.slow
+def test_samples_n_queries_per_prompt_stopped_at_newline(backend: LocalTransformersBackend, prompts: list[str]) -> None:
+    results = backend.complete(prompts, n=3, max_tokens=32, stop=["\n"], seed=0)
+
+    assert [len(row) for row in results] == [3, 3, 3]
+    completions = [c for row in results for c in row]
+    assert all("\n" not in c.text for c in completions)
+    assert all(c.finish_reason in ("stop", "length") and c.completion_tokens > 0 for c in completions)
+    assert sum(bool(c.text.strip()) for c in completions) >= 6
+    assert sum(c.finish_reason == "stop" for c in completions) >= 6, "a few-shot prompt should end its queries"
+    assert backend.usage.prompt_tokens > 0 and backend.usage.completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_same_seed_same_samples(backend: LocalTransformersBackend, prompts: list[str]) -> None:
+    first = backend.complete(prompts, n=2, max_tokens=24, seed=42)
+    again = backend.complete(prompts, n=2, max_tokens=24, seed=42)
+    other = backend.complete(prompts, n=2, max_tokens=24, seed=43)
+
+    assert first == again
+    assert first != other
+
+
+@pytest.mark.slow
+def test_prefix_cache_gives_the_tokens_of_the_whole_prompt(
+    backend: LocalTransformersBackend, prompts: list[str], smollm2_gguf: Path
+) -> None:
+    """Greedy answers with the shared prefix cached equal those computed prompt by prompt, unpadded."""
+    without_cache = LocalTransformersBackend(smollm2_gguf, device="cpu", reuse_prefix=False)
+
+    cached = backend.complete(prompts, n=1, temperature=0.0, max_tokens=12)
+    one_by_one = [without_cache.complete([prompt], n=1, temperature=0.0, max_tokens=12)[0] for prompt in prompts]
+    padded = without_cache.complete(prompts, n=1, temperature=0.0, max_tokens=12)
+
+    assert [row[0].text for row in cached] == [row[0].text for row in one_by_one] == [row[0].text for row in padded]
+    assert backend._sampler is not None and backend._sampler.prefix_tokens_reused > 0
+
+
+@pytest.mark.slow
+def test_no_stop_within_max_tokens_is_length(backend: LocalTransformersBackend, prompts: list[str]) -> None:
+    [row] = backend.complete(prompts[:1], n=2, max_tokens=3, stop=["@@never@@"], seed=1)
+
+    assert all(c.finish_reason == "length" and c.completion_tokens == 3 for c in row)
+
+
+@pytest.mark.slow
+def test_prompt_longer_than_the_context_is_refused(backend: LocalTransformersBackend) -> None:
+    with pytest.raises(LLMError, match="exceeds the generator's context"):
+        backend.complete(["word " * 9000], max_tokens=8)
+
+
+@pytest.mark.slow
+def test_a_transformers_model_folder_loads_the_normal_way(
+    backend: LocalTransformersBackend, prompts: list[str], tmp_path: Path
+) -> None:
+    from transformers import AutoModelForCausalLM
+
+    loaded = backend.load()
+    folder = tmp_path / "smollm2-hf"
+    # A GGUF-loaded model refuses save_pretrained; the same weights in a plain model save as safetensors.
+    plain = AutoModelForCausalLM.from_config(loaded.model.config)
+    plain.load_state_dict(loaded.model.state_dict())
+    plain.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    from_folder = LocalTransformersBackend(folder, device="cpu")
+
+    expected = backend.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10)
+    assert from_folder.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10) == expected
+    assert load_generator(folder, "cpu") is from_folder.load()

@@ -1,0 +1,65 @@
+"""The Promptagator pipeline end to end on a tiny corpus: generation (scripted LLM), filters, real fine-tuning,
+the guard, and promotion through a real embedded index."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from sqlalchemy.orm import Session
+
+from ferret.core.db.index_version import active_index_version
+from ferret.core.db.models import Corpus, IndexState
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.pipeline.promptagator import PipelineConfig, run_pipeline
+from ferret.core.search.searcher import Searcher
+from ferret.core.settings import FerretSettings
+from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
+
+QUESTIONS = ["what is {t}", "tell me about {t}", "{t} explained", "facts about {t}"]
+
+
+@pytest.mark.slow
+def test_guard_decides_and_force_promotes(
+    settings: FerretSettings, session: Session, corpus: Corpus, scripted: type, prompted_document: Callable[[str], str]
+) -> None:
+    task = create_task(
+        session,
+        TaskSpec(
+            name="facts-task",
+            corpus="facts",
+            examples=[
+                ExampleSpec(query="capital of France", document="d1"),
+                ExampleSpec(query="why bread rises", document="d9"),
+            ],
+        ),
+    )
+    session.commit()
+    # A plausible query per sample, built from the document's first words.
+    llm = scripted(lambda prompt, i: QUESTIONS[i % 4].format(t=" ".join(prompted_document(prompt).split()[:3]).lower()))
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    config = PipelineConfig(queries_per_doc=4, round_trip="bm25", round_trip_k=3, held_out_fraction=0.3, max_steps=6)
+
+    refused = run_pipeline(session, settings, backend, task, llm, config)
+
+    assert refused.run.state.value == "succeeded"
+    assert refused.filters.kept > 0
+    assert (
+        refused.model.training_config is not None and refused.model.training_config["generation_run"] == refused.run.id
+    )
+    assert refused.model.metrics["guard"]["passed"] is refused.guard.passed
+    if not refused.guard.passed:  # the base model already ranks these easy queries first: no gain to promote
+        assert refused.index_version is None and not refused.promoted
+        assert active_index_version(session, corpus) is None
+
+    forced = run_pipeline(
+        session, settings, backend, task, llm, PipelineConfig(**{**config.to_json(), "promote": "force"})
+    )
+
+    assert forced.run.id == refused.run.id  # generation was done: the run is reused, nothing regenerated
+    assert len(llm.calls) == len({c["prompts"][0] for c in llm.calls})
+    assert forced.promoted and forced.index_version is not None
+    assert forced.index_version.state == IndexState.ACTIVE
+    assert backend.resolve_alias("facts") == forced.index_version.collection
+    hits = Searcher(session, settings, backend).search("facts", "which planet has a great red spot", k=1)
+    assert hits[0].external_id == "d3"
