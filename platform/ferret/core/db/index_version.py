@@ -58,3 +58,7 @@ def live_index_versions(session: Session, corpus: Corpus) -> list[IndexVersion]:
             .order_by(IndexVersion.version)
         )
     )
+
+
+def find_index_version_by_collection(session: Session, collection: str) -> IndexVersion | None:
+    return session.scalar(select(IndexVersion).where(IndexVersion.collection == collection))

@@ -43,6 +43,13 @@ def common_prefix_length(sequences: Sequence[Sequence[int]]) -> int:
     return length
 
 
+def _full_attention_only(config: Any) -> bool:
+    """Sliding-window layers index their window by cache slot, which the padding after the prefix would shift."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    layer_types = getattr(text_config, "layer_types", None) or []
+    return not getattr(text_config, "use_sliding_window", False) and all(t == "full_attention" for t in layer_types)
+
+
 def _new_cache() -> Any:
     from transformers import DynamicCache
 
@@ -58,7 +65,8 @@ class PrefixCacheSampler:
         model: a transformers causal LM in eval mode.
         tokenizer: its tokenizer (used to decode, and for the pad id).
         eos_token_ids: ids that end a generation.
-        reuse_prefix: ``False`` computes every prompt whole (left padding only), for comparison and fallback.
+        reuse_prefix: ``False`` computes every prompt whole (left padding only), for comparison and fallback;
+            also off for models with sliding-window attention.
         min_prefix_tokens: shorter common prefixes are not worth a separate pass.
     """
 
@@ -74,7 +82,7 @@ class PrefixCacheSampler:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_token_ids = frozenset(eos_token_ids)
-        self.reuse_prefix = reuse_prefix
+        self.reuse_prefix = reuse_prefix and _full_attention_only(model.config)
         self.min_prefix_tokens = max(1, min_prefix_tokens)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id = int(pad if pad is not None else 0)

@@ -20,12 +20,11 @@ from sqlalchemy.orm import Session
 
 from ferret.connectors.models import PUBLIC_GROUP
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.index_version import active_index_version
-from ferret.core.db.models import Corpus, IndexState, IndexVersion
+from ferret.core.db.index_version import active_index_version, find_index_version_by_collection
+from ferret.core.db.models import IndexState, IndexVersion
 from ferret.core.encoder.registry import load_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
-from ferret.core.index.points import sparse_encoder_for
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_mode
 from ferret.core.settings import FerretSettings
@@ -34,6 +33,9 @@ from ferret.core.settings import FerretSettings
 _PASSAGES_PER_DOCUMENT = 3
 MAX_K = 1000
 MAX_PASSAGES = 10_000
+# BM25 query vectors weigh each distinct query term 1; length normalization only shapes document vectors.
+_QUERY_BM25 = SparseEncoder()
+_MODEL_OF_COLLECTION: dict[str, str] = {}
 _MAX_DEEPENING = 2
 
 
@@ -85,32 +87,40 @@ class Searcher:
         self.session = session
         self.settings = settings
         self.backend = backend
-        self._sparse: dict[int, SparseEncoder] = {}
 
-    def _target(self, corpus: Corpus, index_version: IndexVersion | None) -> tuple[str, IndexVersion]:
-        if index_version is None:
-            active = active_index_version(self.session, corpus)
-            if active is None:
+    def _resolve(self, corpus_name: str, index_version: IndexVersion | None) -> tuple[str, str]:
+        """(collection to query, folder of the model that embedded it).
+
+        The alias is resolved once and the collection itself is queried, so the query vector always comes from the
+        model of the collection it searches, even while a promotion swaps the alias. A collection is built by one
+        model for life, so that mapping is cached per process and the hot path runs no SQL."""
+        if index_version is not None:
+            if index_version.state not in (IndexState.READY, IndexState.ACTIVE):
                 raise ConflictError(
-                    f"Corpus {corpus.name!r} has no active index; "
-                    f"run `ferret index build --corpus {corpus.name} --promote`."
+                    f"Index version {index_version.version} is {index_version.state.value} and cannot be searched."
                 )
-            return corpus.name, active  # the alias: one atomic swap away from the next version
-        if index_version.state not in (IndexState.READY, IndexState.ACTIVE):
+            return index_version.collection, index_version.model_version.path
+        collection = self.backend.resolve_alias(corpus_name)
+        if collection is not None and collection in _MODEL_OF_COLLECTION:
+            return collection, _MODEL_OF_COLLECTION[collection]
+        corpus = get_corpus(self.session, corpus_name)
+        active = active_index_version(self.session, corpus)
+        if active is None or collection is None:
             raise ConflictError(
-                f"Index version {index_version.version} is {index_version.state.value} and cannot be searched."
+                f"Corpus {corpus.name!r} has no active index; "
+                f"run `ferret index build --corpus {corpus.name} --promote`."
             )
-        return index_version.collection, index_version
-
-    def _sparse_encoder(self, corpus: Corpus) -> SparseEncoder:
-        if corpus.id not in self._sparse:
-            self._sparse[corpus.id] = sparse_encoder_for(self.session, corpus)
-        return self._sparse[corpus.id]
+        built = (
+            active if active.collection == collection else find_index_version_by_collection(self.session, collection)
+        )
+        if built is None:
+            raise ConflictError(f"The alias of corpus {corpus.name!r} points at an unknown collection {collection!r}.")
+        _MODEL_OF_COLLECTION[collection] = built.model_version.path
+        return collection, built.model_version.path
 
     def requests(
         self,
-        corpus: Corpus,
-        index_version: IndexVersion,
+        model_path: str,
         queries: Sequence[str],
         *,
         k: int,
@@ -123,15 +133,14 @@ class Searcher:
         groups = None if acl_groups is None else sorted({*acl_groups, PUBLIC_GROUP})
         dense = None
         if mode != "sparse":
-            encoder = load_encoder(index_version.model_version.path, self.settings)
+            encoder = load_encoder(model_path, self.settings)
             dense = encoder.encode_queries(list(queries), batch_size=self.settings.encode_batch_size)
-        sparse = self._sparse_encoder(corpus)
         return [
             SearchRequest(
                 limit=k * _PASSAGES_PER_DOCUMENT,
                 mode=mode,
                 dense=dense[i] if dense is not None else None,
-                sparse=sparse.embed_query(query) if mode != "dense" else None,
+                sparse=_QUERY_BM25.embed_query(query) if mode != "dense" else None,
                 acl_groups=groups,
                 filters=dict(filters or {}),
                 rrf_k=self.settings.rrf_k,
@@ -179,11 +188,9 @@ class Searcher:
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
     ) -> list[list[SearchResult]]:
-        corpus = get_corpus(self.session, corpus_name)
-        target, version = self._target(corpus, index_version)
+        target, model_path = self._resolve(corpus_name, index_version)
         requests = self.requests(
-            corpus,
-            version,
+            model_path,
             queries,
             k=k,
             # An API caller may send any string: refuse an unknown mode rather than fall back to sparse search.
