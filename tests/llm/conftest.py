@@ -176,7 +176,7 @@ def stub_endpoint() -> Iterator[Callable[..., StubEndpoint]]:
         server.daemon_threads = True
         server.endpoint = endpoint  # type: ignore[attr-defined]
         endpoint.server = server
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         servers.append(server)
         return endpoint
 
