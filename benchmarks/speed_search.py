@@ -33,6 +33,7 @@ from speed_support import (
     embed_cached,
     indexed_vectors_note,
     measure,
+    measure_interleaved,
     open_session,
 )
 
@@ -195,6 +196,10 @@ def search_benchmark(
             for name, call in calls.items():
                 console.print(f"[dim]latency: {name}, {concurrency} caller(s)[/dim]")
                 latencies.append(measure(name, call, len(queries), concurrency))
+        console.print("[dim]latency: platform, encoding and raw shard query interleaved, 1 caller[/dim]")
+        trio = ("platform Searcher.search, dense", "query encoding alone", "raw EdgeShard.query (vector given)")
+        interleaved = measure_interleaved({name: calls[name] for name in trio}, len(queries))
+        latencies.extend(interleaved.values())
     finally:
         for s in searcher_sessions:
             s.close()
@@ -202,9 +207,12 @@ def search_benchmark(
 
     ratios: list[dict[str, Any]] = []
     for concurrency in CONCURRENCY:
+        # One caller: from the interleaved run (same moments for all three); several: from the concurrent runs.
+        suffix = " (interleaved)" if concurrency == 1 else ""
         by_path = {x.path: x for x in latencies if x.concurrency == concurrency}
-        platform = by_path["platform Searcher.search, dense"]
-        raw, encoding = by_path["raw EdgeShard.query (vector given)"], by_path["query encoding alone"]
+        platform = by_path["platform Searcher.search, dense" + suffix]
+        raw = by_path["raw EdgeShard.query (vector given)" + suffix]
+        encoding = by_path["query encoding alone" + suffix]
         ratio = platform.p99_ms / (raw.p99_ms + encoding.p99_ms)
         ratios.append(
             {

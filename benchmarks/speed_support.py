@@ -160,6 +160,32 @@ def measure(
     return Latency(path, concurrency, requests, float(p50), float(p99), float(ms.mean()), requests / wall)
 
 
+def measure_interleaved(
+    calls: dict[str, Callable[[int, int], object]], requests: int, *, warmup: int = WARMUP_CALLS
+) -> dict[str, Latency]:
+    """One caller; the paths take turns query by query (their order rotating), so a change in machine load hits
+    them alike. Timed one after another, a path measured during a busy minute looks slower than its parts."""
+    names = list(calls)
+    for i in range(min(warmup, requests)):
+        for name in names:
+            calls[name](0, i)
+    seconds = {name: np.zeros(requests) for name in names}
+    for i in range(requests):
+        for j in range(len(names)):
+            name = names[(i + j) % len(names)]
+            began = time.perf_counter()
+            calls[name](0, i)
+            seconds[name][i] = time.perf_counter() - began
+    result = {}
+    for name, values in seconds.items():
+        ms = values * 1000
+        p50, p99 = np.percentile(ms, [50, 99])
+        result[name] = Latency(
+            f"{name} (interleaved)", 1, requests, float(p50), float(p99), float(ms.mean()), requests / values.sum()
+        )
+    return result
+
+
 # -- data ----------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Sentence:
