@@ -10,11 +10,6 @@ from sqlalchemy.orm import Session
 from ferret.core.db.models import Corpus, Document, Passage
 
 
-def documents_by_external_id(session: Session, corpus: Corpus, source: str) -> dict[str, Document]:
-    rows = session.scalars(select(Document).where(Document.corpus_id == corpus.id, Document.source == source))
-    return {document.external_id: document for document in rows}
-
-
 def document_hashes(session: Session, corpus: Corpus, source: str) -> dict[str, tuple[int, str]]:
     """external id -> (document id, content hash) for one source, without loading bodies."""
     rows = session.execute(
