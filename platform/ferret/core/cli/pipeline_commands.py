@@ -16,7 +16,6 @@ from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, ru
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
 
 _PROMOTE = ("auto", "force", "never")
-_ROUND_TRIP = ("none", "bm25", "base")
 
 
 @pipeline_app.command("run")
@@ -24,7 +23,9 @@ def run(
     task: Annotated[str, typer.Option("--task", "-t", help="Task name (see `ferret task list`).")],
     max_documents: Annotated[int | None, typer.Option(help="Generate for at most this many documents.")] = None,
     queries_per_doc: Annotated[int | None, typer.Option(help="Queries sampled per document (1-8).")] = None,
-    round_trip: Annotated[str, typer.Option(help="Round-trip filter retriever: none, bm25 or base.")] = "base",
+    round_trip: Annotated[
+        str, typer.Option(help="Round-trip filter retriever: none, bm25, base or a model version name.")
+    ] = "base",
     learning_rate: Annotated[float, typer.Option(help="Fine-tuning learning rate.")] = 1e-5,
     max_steps: Annotated[int | None, typer.Option(help="Training steps (default scaled to the data).")] = None,
     base_weight: Annotated[float, typer.Option(help="Average the tuned weights with the base (0-1).")] = 0.0,
@@ -36,14 +37,12 @@ def run(
 
     if promote not in _PROMOTE:
         raise InvalidInputError(f"--promote must be one of {', '.join(_PROMOTE)}.")
-    if round_trip not in _ROUND_TRIP:
-        raise InvalidInputError(f"--round-trip must be one of {', '.join(_ROUND_TRIP)}.")
     if not 0.0 <= base_weight <= 1.0:
         raise InvalidInputError("--base-weight must be between 0 and 1.")
     config = PipelineConfig(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
-        round_trip=cast(Literal["none", "bm25", "base"], round_trip),
+        round_trip=round_trip,
         learning_rate=learning_rate,
         max_steps=max_steps,
         base_weight=base_weight,

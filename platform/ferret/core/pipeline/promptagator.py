@@ -49,7 +49,11 @@ class PipelineConfig:
 
     queries_per_doc: int | None = None
     max_documents: int | None = None
-    round_trip: Literal["none", "bm25", "base"] = "base"
+    round_trip: str = "base"
+    """Retriever of the round-trip filter: none, bm25, base, or the name of a model version (Promptagator's own
+    recipe filters with a retriever trained on the unfiltered pairs)."""
+    basic_filters: bool = True
+    """Length, copy and duplicate filters; off for the 'unfiltered' baseline."""
     round_trip_k: int = 1
     best_of_n: bool = False
     held_out_fraction: float = 0.1
@@ -121,12 +125,15 @@ def run_pipeline(
     round_trip: Retriever | None = None
     if config.round_trip == "bm25":
         round_trip = BM25Retriever.for_corpus(session, corpus)
-    elif config.round_trip == "base":
-        round_trip = EncoderRetriever.for_corpus(session, corpus, registry.encoder(base))
+    elif config.round_trip != "none":
+        round_trip = EncoderRetriever.for_corpus(session, corpus, registry.encoder(registry.get(config.round_trip)))
+    basic: dict[str, Any] = (
+        {} if config.basic_filters else {"min_words": 0, "max_words": 10**6, "drop_copies": False, "dedupe": False}
+    )
     filters = apply_filters(
         session,
         run,
-        FilterConfig(round_trip=round_trip, round_trip_k=config.round_trip_k, best_of_n=config.best_of_n),
+        FilterConfig(round_trip=round_trip, round_trip_k=config.round_trip_k, best_of_n=config.best_of_n, **basic),
     )
     session.commit()
     seconds["filter"] = time.perf_counter() - started
