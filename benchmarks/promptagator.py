@@ -73,6 +73,7 @@ def main() -> None:
     from ferret.core.corpus.ingest import Ingestor
     from ferret.core.db.corpus import get_or_create_corpus
     from ferret.core.db.task import find_task
+    from ferret.core.errors import FerretError
     from ferret.core.eval.evaluate import corpus_name_for, evaluate_dataset
     from ferret.core.llm.factory import build_backend
     from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
@@ -127,9 +128,14 @@ def main() -> None:
                     **{**config.to_json(), "promote": "never", "model_name": row, "seed": args.seed}
                 )
                 console.print(f"[bold]{row}[/bold]: {config.to_json()}")
-                results[row] = run_pipeline(
-                    ctx.session, ctx.settings, ctx.backend, task(task_name, zero_shot), llm, config
-                )
+                try:
+                    results[row] = run_pipeline(
+                        ctx.session, ctx.settings, ctx.backend, task(task_name, zero_shot), llm, config
+                    )
+                except FerretError as error:  # e.g. every query filtered out: report the row, keep the others
+                    ctx.session.rollback()
+                    console.print(f"[red]{row} failed:[/] {error}")
+                    report["rows"].append({"name": row, "error": str(error)})
         finally:
             llm.close()
         evaluation = evaluate_dataset(

@@ -63,3 +63,14 @@ def test_guard_decides_and_force_promotes(
     assert backend.resolve_alias("facts") == forced.index_version.collection
     hits = Searcher(session, settings, backend).search("facts", "which planet has a great red spot", k=1)
     assert hits[0].external_id == "d3"
+
+
+def test_length_filter_follows_the_task_examples() -> None:
+    from ferret.core.db.models import RetrievalTask, TaskExample
+    from ferret.core.pipeline.promptagator import length_bounds
+
+    keywords = RetrievalTask(examples=[TaskExample(query="kidney"), TaskExample(query="breast cancer")])
+    questions = RetrievalTask(examples=[TaskExample(query=" ".join(["word"] * n)) for n in (6, 10, 30)])
+    assert length_bounds(keywords) == {"min_words": 1, "max_words": 40}  # one-word queries survive
+    assert length_bounds(questions) == {"min_words": 3, "max_words": 60}
+    assert length_bounds(RetrievalTask(examples=[])) == {}  # zero-shot: the filter's defaults

@@ -80,6 +80,15 @@ class PipelineResult:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+def length_bounds(task: RetrievalTask) -> dict[str, int]:
+    """Query length limits that follow the task's own examples: keyword-style tasks (NFCorpus: "kidney") must
+    keep one-word queries, question tasks drop fragments. Zero-shot tasks keep the filter's defaults."""
+    lengths = [len(example.query.split()) for example in task.examples]
+    if not lengths:
+        return {}
+    return {"min_words": max(1, min(lengths) // 2), "max_words": max(40, 2 * max(lengths))}
+
+
 def _split_held_out(pairs: list[tuple[str, int]], fraction: float, seed: int) -> tuple[list[tuple[str, int]], ...]:
     """Hold out whole documents (never a document's other queries in training) for the guard."""
     documents = sorted({document_id for _, document_id in pairs})
@@ -128,7 +137,9 @@ def run_pipeline(
     elif config.round_trip != "none":
         round_trip = EncoderRetriever.for_corpus(session, corpus, registry.encoder(registry.get(config.round_trip)))
     basic: dict[str, Any] = (
-        {} if config.basic_filters else {"min_words": 0, "max_words": 10**6, "drop_copies": False, "dedupe": False}
+        length_bounds(task)
+        if config.basic_filters
+        else {"min_words": 0, "max_words": 10**6, "drop_copies": False, "dedupe": False}
     )
     filters = apply_filters(
         session,
