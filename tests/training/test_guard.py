@@ -41,8 +41,14 @@ def evidence() -> GuardEvidence:
     return GuardEvidence.sample(examples, held_out, corpus, distractors=10)
 
 
-def test_a_model_no_better_than_the_active_one_is_refused(base: DualEncoder) -> None:
+def test_too_few_held_out_queries_never_promote(base: DualEncoder) -> None:
     report = run_guard(base, base, evidence())
+    assert not report.passed
+    assert "held-out queries" in report.reason and "at least 50" in report.reason
+
+
+def test_a_model_no_better_than_the_active_one_is_refused(base: DualEncoder) -> None:
+    report = run_guard(base, base, evidence(), min_held_out=1)
     assert not report.passed
     assert "does not beat" in report.reason
     assert report.candidate == report.reference
@@ -58,6 +64,6 @@ def test_a_model_that_learned_the_task_passes(base: DualEncoder, tmp_path: Path)
         batch_size=6, max_steps=24, warmup_ratio=0.0, device="cpu",
     )  # fmt: skip
     tuned = DualEncoder.load(train_dual_encoder(config, queries, passages), device="cpu")
-    report = run_guard(tuned, base, evidence(), max_example_drop=0.5)
+    report = run_guard(tuned, base, evidence(), max_example_drop=0.5, min_held_out=1)
     assert report.candidate.held_out_mrr > report.reference.held_out_mrr
     assert report.passed, report.reason
