@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy.orm import Session
 
 # No test may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -36,3 +37,21 @@ def settings(ferret_home: Path) -> FerretSettings:
     settings = FerretSettings(home=ferret_home)
     settings.ensure_home()
     return settings
+
+
+@pytest.fixture
+def database_url(settings: FerretSettings) -> str:
+    """The settings' SQLite database, migrated to the newest revision (tests/db runs PostgreSQL too)."""
+    from ferret.core.db.migrate import upgrade
+
+    upgrade(settings.database_url)
+    return settings.database_url
+
+
+@pytest.fixture
+def session(database_url: str) -> Iterator[Session]:
+    """A session on the migrated database; committed at the end of the test unless the test raised."""
+    from ferret.core.db.engine import session_scope
+
+    with session_scope(database_url) as db_session:
+        yield db_session

@@ -12,10 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.orm import Session
 
-from ferret.core.db.engine import session_scope
-from ferret.core.db.migrate import upgrade
 from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.index.edge_backend import EdgeIndexBackend
@@ -39,20 +36,6 @@ def tokenizer() -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(base_model_path()), local_files_only=True)
-
-
-@pytest.fixture
-def database_url(settings: FerretSettings, encoder: DualEncoder) -> str:
-    """The settings' SQLite database, migrated to the newest revision (the encoder is warmed alongside)."""
-    upgrade(settings.database_url)
-    return settings.database_url
-
-
-@pytest.fixture
-def session(database_url: str) -> Iterator[Session]:
-    """A session on the migrated database; committed at the end of the test unless the test raised."""
-    with session_scope(database_url) as db_session:
-        yield db_session
 
 
 class FailingEdgeBackend(EdgeIndexBackend):

@@ -9,18 +9,15 @@ modules cannot import this conftest (importlib import mode), so it travels as a 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import create_corpus
-from ferret.core.db.engine import session_scope
-from ferret.core.db.migrate import upgrade
 from ferret.core.db.models import Corpus, Document, Passage
 from ferret.core.llm.base import Completion, LLMBackend, UsageCounters
-from ferret.core.settings import FerretSettings
 
 DOCUMENTS: list[tuple[str, str, str]] = [
     ("d1", "Paris", "Paris is the capital and largest city of France, on the river Seine."),
@@ -49,18 +46,6 @@ def add_documents(session: Session, corpus: Corpus, rows: Sequence[tuple[str, st
         )
         session.add(document)
     session.flush()
-
-
-@pytest.fixture
-def database_url(settings: FerretSettings) -> str:
-    upgrade(settings.database_url)
-    return settings.database_url
-
-
-@pytest.fixture
-def session(database_url: str) -> Iterator[Session]:
-    with session_scope(database_url) as db_session:
-        yield db_session
 
 
 @pytest.fixture
