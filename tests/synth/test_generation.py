@@ -244,7 +244,7 @@ def test_zero_shot_prompts(session: Session, corpus: Corpus, scripted: Scripted)
     generate(session, task, backend, queries_per_doc=1, max_documents=1)
 
     (prompt,) = backend.calls[0]["prompts"]
-    assert prompt.endswith(". Read the passage and generate a query.") and "\n" not in prompt
+    assert prompt.endswith(". Read the passage and generate a query.\nQuery:") and prompt.count("\n") == 1
 
 
 def test_bad_overrides(session: Session, task: RetrievalTask, scripted: Scripted) -> None:

@@ -29,10 +29,11 @@ def test_few_shot_prompt_is_exactly_the_paper_shape() -> None:
     )
 
 
-def test_zero_shot_prompt_is_exactly_the_paper_shape() -> None:
-    builder = PromptBuilder("Document", "Query", [("ignored", "ignored")], zero_shot=True)
+def test_zero_shot_prompt_is_the_paper_shape_with_the_query_line_opened() -> None:
+    builder = PromptBuilder("Document", "Question", [("ignored", "ignored")], zero_shot=True)
     assert (
-        builder.build("Coffee. Coffee is brewed.") == "Coffee. Coffee is brewed. Read the passage and generate a query."
+        builder.build("Coffee. Coffee is brewed.")
+        == "Coffee. Coffee is brewed. Read the passage and generate a query.\nQuestion:"
     )
     assert builder.prefix == ""
 

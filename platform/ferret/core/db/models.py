@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -110,6 +111,8 @@ class Document(Base):
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", default=dict)
     acl_groups: Mapped[list[str]] = mapped_column(default=list)
     content_hash: Mapped[str] = mapped_column(String(64))
+    version: Mapped[str | None] = mapped_column(String(256), default=None)
+    """The source's own version of the document (push API): an upsert with the version already stored is a no-op."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
@@ -183,7 +186,7 @@ class Job(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     kind: Mapped[str] = mapped_column(String(64))
     corpus_id: Mapped[int | None] = mapped_column(ForeignKey("corpora.id", ondelete="SET NULL"), default=None)
-    state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.QUEUED)
+    state: Mapped[JobState] = mapped_column(_enum(JobState, "job_state"), default=JobState.QUEUED, index=True)
     stage: Mapped[str] = mapped_column(String(64), default="")
     progress: Mapped[float] = mapped_column(Double, default=0.0)
     counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
@@ -192,6 +195,39 @@ class Job(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    celery_id: Mapped[str | None] = mapped_column(String(255), default=None)
+    """Id of the Celery task or chain running the job (None in embedded mode)."""
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    """Set by a cancel; a running stage polls it between batches and stops."""
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Deliveries of the job's stages: above the number of stages means a redelivery after a worker died."""
+    result: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    updated_at: Mapped[datetime | None] = mapped_column(default=None, onupdate=utcnow)
+
+
+class ApiKeyScope(enum.StrEnum):
+    """What an API key may do; ``admin`` implies the others."""
+
+    SEARCH = "search"
+    INGEST = "ingest"
+    ADMIN = "admin"
+
+
+class ApiKey(Base):
+    """A caller of the HTTP API. Only the SHA-256 of the key is stored; ``prefix`` is its public head."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[list[str]] = mapped_column(default=list)
+    acl_groups: Mapped[list[str]] = mapped_column(default=list)
+    """The caller's groups: search only sees documents shared with one of them (or public)."""
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_used_at: Mapped[datetime | None] = mapped_column(default=None)
+    revoked_at: Mapped[datetime | None] = mapped_column(default=None)
 
 
 # Promptagator (Dai et al. 2022): a retrieval task, its few-shot examples, generation runs and their queries.

@@ -61,6 +61,8 @@ class PipelineConfig:
     max_steps: int | None = None
     batch_size: int | None = None
     base_weight: float = 0.0
+    hard_negatives: Literal["none", "bm25"] = "none"
+    """BM25 hard negatives: each pair also gets the best BM25 passage that is not its own document."""
     promote: Literal["auto", "force", "never"] = "auto"
     model_name: str | None = None
     seed: int = 13
@@ -152,7 +154,11 @@ def run_pipeline(
     started = time.perf_counter()
     train, held_out = _split_held_out(training_pairs(session, run), config.held_out_fraction, config.seed)
     texts = {doc_id: passage_text(title, body) for doc_id, (title, body) in document_texts(session, corpus).items()}
-    overrides: dict[str, Any] = {"learning_rate": config.learning_rate, "base_weight": config.base_weight}
+    overrides: dict[str, Any] = {
+        "learning_rate": config.learning_rate,
+        "base_weight": config.base_weight,
+        "hard_negatives": config.hard_negatives,
+    }
     overrides.update({k: v for k, v in (("max_steps", config.max_steps), ("batch_size", config.batch_size)) if v})
     training = DualEncoderTrainingConfig.scaled(
         len(train),

@@ -10,7 +10,9 @@ Few-shot, one line per document and per query, the examples first and the new do
     {e_doc}: {d}
     {e_query}:
 
-Zero-shot: ``{d} Read the passage and generate a query.``
+Zero-shot: ``{d} Read the passage and generate a query.`` followed by ``\n{e_query}:``. The paper's prompt ends at
+the instruction; a small completion model then starts a new line, which the newline stop cuts to nothing (measured:
+5 of 8 SmolLM2 samples empty), so the query line is opened for it as in the few-shot format.
 
 A document is its title and text on one line, truncated (at a word boundary) to an equal share of a 2048-token
 context, so that 8 examples, the new document and the generated query fit. The few-shot prefix is the same for
@@ -102,7 +104,7 @@ class PromptBuilder:
     def _document_chars(self) -> int:
         """An equal share of the context for each document (the examples' and the new one)."""
         if self.zero_shot:
-            available = self.budget.prompt_chars - len(ZERO_SHOT_INSTRUCTION) - 1
+            available = self.budget.prompt_chars - len(f" {ZERO_SHOT_INSTRUCTION}\n{self.e_query}:")
             return max(self.budget.min_document_chars, available)
         fixed = sum(len(f"{self.e_doc}: \n{self.e_query}: {query}\n") for _, query in self.examples)
         fixed += len(f"{self.e_doc}: \n{self.e_query}:")
@@ -115,7 +117,7 @@ class PromptBuilder:
     def build(self, document: str) -> str:
         """The prompt for one document (its :func:`document_text`)."""
         if self.zero_shot:
-            return f"{truncate(one_line(document), self.document_chars)} {ZERO_SHOT_INSTRUCTION}"
+            return f"{truncate(one_line(document), self.document_chars)} {ZERO_SHOT_INSTRUCTION}\n{self.e_query}:"
         return f"{self.prefix}{self._document_line(document)}\n{self.e_query}:"
 
     def build_many(self, documents: Sequence[str]) -> list[str]:
