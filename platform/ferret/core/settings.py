@@ -76,6 +76,15 @@ class FerretSettings(BaseSettings):
     )
     generator_batch_size: int = Field(default=8, ge=1, description="Prompts per forward pass of the embedded model.")
 
+    # Workers (Celery). Unset broker = embedded mode: the same task functions run in-process, no broker.
+    broker_url: str | None = Field(default=None, description="Celery broker, e.g. redis://redis:6379/0.")
+    result_backend_url: str | None = Field(default=None, description="Celery result backend; default: the broker.")
+    task_time_limit_s: int = Field(default=6 * 3600, ge=10, description="Hard time limit of one worker task.")
+
+    # HTTP API.
+    api_max_body_bytes: int = Field(default=16_000_000, ge=1024, description="Larger request bodies get 413.")
+    api_max_batch_documents: int = Field(default=1_000, ge=1, description="Documents per push API request.")
+
     @field_validator("home")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
