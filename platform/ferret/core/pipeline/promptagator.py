@@ -38,6 +38,7 @@ from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
 from ferret.core.training.config import DualEncoderTrainingConfig
 from ferret.core.training.dual_encoder_trainer import train_dual_encoder
 from ferret.core.training.guard import GuardEvidence, GuardReport, LabelledQuery, run_guard
+from ferret.core.training.hard_negatives import bm25_hard_negatives
 
 Status = Callable[[str, float], None]
 """(stage message, fraction of the stage done)."""
@@ -169,10 +170,15 @@ def run_pipeline(
         device=settings.device,
         **overrides,
     )
+    negatives = None
+    if config.hard_negatives == "bm25":
+        status("mining BM25 hard negatives", 0.0)
+        negatives = bm25_hard_negatives(BM25Retriever.for_corpus(session, corpus), train, texts, seed=config.seed)
     path = train_dual_encoder(
         training,
         [query for query, _ in train],
         [texts[doc_id] for _, doc_id in train],
+        negatives=negatives,
         on_step=lambda step, total, loss: status("training", step / max(total, 1)),
     )
     model = registry.register(name, path, parent=base)
