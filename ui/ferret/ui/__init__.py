@@ -1,1 +1,1 @@
-"""Streamlit admin and Textual terminal client (built in a later issue)."""
+"""Ferret's user interfaces: the Streamlit admin (``ferret.ui.admin``); the Textual terminal client comes later."""
