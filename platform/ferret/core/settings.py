@@ -80,6 +80,12 @@ class FerretSettings(BaseSettings):
     broker_url: str | None = Field(default=None, description="Celery broker, e.g. redis://redis:6379/0.")
     result_backend_url: str | None = Field(default=None, description="Celery result backend; default: the broker.")
     task_time_limit_s: int = Field(default=6 * 3600, ge=10, description="Hard time limit of one worker task.")
+    broker_visibility_timeout_s: int | None = Field(
+        default=None,
+        ge=1,
+        description="Seconds before the Redis broker hands an unacknowledged task (its worker died) to another "
+        "worker; default: the task time limit plus 10 minutes, so a running task is never delivered twice.",
+    )
 
     # HTTP API.
     api_max_body_bytes: int = Field(default=16_000_000, ge=1024, description="Larger request bodies get 413.")

@@ -6,12 +6,15 @@ from typing import Annotated, Literal, cast
 
 import typer
 from rich.table import Table
+from sqlalchemy.orm import Session
 
 from ferret.core.cli.context import app_context
 from ferret.core.cli.render import console, progress_bar
+from ferret.core.db.models import RetrievalTask
 from ferret.core.db.task import get_task
 from ferret.core.errors import InvalidInputError
 from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
+from ferret.core.settings import FerretSettings
 
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
 
@@ -31,6 +34,9 @@ def run(
     base_weight: Annotated[float, typer.Option(help="Average the tuned weights with the base (0-1).")] = 0.0,
     promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = "auto",
     model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
+    queue: Annotated[
+        bool, typer.Option("--async", help="Queue it for the workers (needs FERRET_BROKER_URL) and return at once.")
+    ] = False,
 ) -> None:
     """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote."""
     from ferret.core.llm.factory import build_backend
@@ -51,6 +57,9 @@ def run(
     )
     with app_context() as ctx:
         task_row = get_task(ctx.session, task)
+        if queue:
+            _queue(ctx.session, ctx.settings, task_row, config)
+            return
         llm = build_backend(ctx.settings)
         try:
             with progress_bar() as bar:
@@ -66,6 +75,16 @@ def run(
         finally:
             llm.close()
         print_result(result)
+
+
+def _queue(session: Session, settings: FerretSettings, task: RetrievalTask, config: PipelineConfig) -> None:
+    """``--async``: a job on the workers' queues; this process would take an in-process job down with it."""
+    from ferret.workers.dispatch import start_pipeline_job
+
+    if not settings.broker_url:
+        raise InvalidInputError("--async needs FERRET_BROKER_URL and running workers; without them, drop --async.")
+    job = start_pipeline_job(session, settings, task, config)
+    console.print(f"queued job {job.id}; follow it with `ferret jobs show {job.id}`, stop it with `ferret jobs cancel`")
 
 
 def print_result(result: PipelineResult) -> None:

@@ -31,6 +31,7 @@ from ferret.core.pipeline.stages import (
     guard_report_from_dict,
     guard_stage,
     index_stage,
+    is_held_out,
     length_bounds,
     reference_model_name,
     train_stage,
@@ -40,7 +41,15 @@ from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import FilterReport
 from ferret.core.training.guard import GuardReport
 
-__all__ = ["PipelineConfig", "PipelineResult", "Status", "length_bounds", "pipeline_result", "run_pipeline"]
+__all__ = [
+    "PipelineConfig",
+    "PipelineResult",
+    "Status",
+    "is_held_out",
+    "length_bounds",
+    "pipeline_result",
+    "run_pipeline",
+]
 
 
 @dataclass

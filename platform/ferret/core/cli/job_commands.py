@@ -1,0 +1,104 @@
+"""``ferret jobs`` (list, show, cancel) and ``ferret worker --kind gpu|llm|cpu`` (a Celery worker of that kind)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ferret.core.cli.context import app_context, ensure_schema
+from ferret.core.cli.render import console
+from ferret.core.db.job import get_job, list_jobs
+from ferret.core.db.models import Job
+from ferret.core.errors import InvalidInputError
+
+jobs_app = typer.Typer(help="Long work (pipelines, ingests, index builds) and its progress.", no_args_is_help=True)
+
+WORKER_KINDS = ("gpu", "llm", "cpu")
+
+
+def _when(job: Job) -> str:
+    return job.created_at.strftime("%Y-%m-%d %H:%M:%S") if job.created_at else "-"
+
+
+@jobs_app.command("list")
+def list_command(
+    corpus: Annotated[str | None, typer.Option("--corpus", "-c", help="Only jobs of this corpus.")] = None,
+    state: Annotated[str | None, typer.Option(help="queued, running, succeeded, failed or cancelled.")] = None,
+    limit: Annotated[int, typer.Option(help="Newest jobs shown.")] = 50,
+) -> None:
+    """The newest jobs with their state, stage and progress."""
+    with app_context() as ctx:
+        table = Table(title="jobs")
+        for column in ("id", "kind", "state", "stage", "progress", "attempts", "created", "error"):
+            table.add_column(column)
+        for job in list_jobs(ctx.session, corpus=corpus, state=state, limit=limit):
+            table.add_row(
+                str(job.id),
+                job.kind,
+                job.state.value + (" (cancel requested)" if job.cancel_requested and job.state == "running" else ""),
+                job.stage or "-",
+                f"{100 * job.progress:.0f}%",
+                str(job.attempts),
+                _when(job),
+                (job.error or "")[:60],
+            )
+        console.print(table)
+
+
+@jobs_app.command("show")
+def show(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs list`).")]) -> None:
+    """Everything about one job: parameters, progress, counts, error and result."""
+    with app_context() as ctx:
+        job = get_job(ctx.session, job_id)
+        console.print(
+            f"job {job.id} ({job.kind}): {job.state.value}, stage {job.stage or '-'}, {100 * job.progress:.0f}%"
+        )
+        console.print(f"attempts {job.attempts}, cancel requested {job.cancel_requested}, celery id {job.celery_id}")
+        console.print(f"created {_when(job)}, started {job.started_at or '-'}, finished {job.finished_at or '-'}")
+        if job.error:
+            console.print(f"[red]error:[/red] {job.error}", highlight=False)
+        for label, value in (("params", job.params), ("counts", job.counts), ("result", job.result)):
+            if value:
+                console.print(f"{label}: {json.dumps(value, indent=2, default=str)}", highlight=False)
+
+
+@jobs_app.command("cancel")
+def cancel(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs list`).")]) -> None:
+    """Cancel a job: a queued one at once, a running one at its next progress report."""
+    from ferret.workers.dispatch import cancel_job
+
+    with app_context() as ctx:
+        job = cancel_job(ctx.session, ctx.settings, job_id)
+        verdict = "cancelled" if job.state == "cancelled" else "cancel requested; it stops at its next progress report"
+        console.print(f"job {job.id}: {verdict}")
+
+
+def worker(
+    kind: Annotated[str, typer.Option("--kind", "-k", help="gpu (training, indexing), llm (generation) or cpu.")],
+    concurrency: Annotated[
+        int | None, typer.Option(help="Processes (default: 1 for gpu, 2 for llm, one per core for cpu).")
+    ] = None,
+    hostname: Annotated[str | None, typer.Option(help="Node name (default: <kind>@<host>).")] = None,
+    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "info",
+) -> None:
+    """Run a Celery worker of one kind on its queue (needs FERRET_BROKER_URL)."""
+    from ferret.core.settings import get_settings
+    from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
+
+    if kind not in WORKER_KINDS:
+        raise InvalidInputError(f"--kind must be one of {', '.join(WORKER_KINDS)}, not {kind!r}.")
+    settings = get_settings()
+    settings.ensure_home()
+    ensure_schema(settings)  # the embedded SQLite migrates itself; a server database must be at the newest revision
+    worker_kind = WorkerKind(kind)
+    app = importlib.import_module(f"ferret.workers.apps.{kind}").app
+    argv = ["worker", "--queues", str(QUEUE_OF_KIND[worker_kind]), "--hostname", hostname or f"{kind}@%h"]
+    argv += ["--loglevel", loglevel, "--prefetch-multiplier", "1"]
+    processes = concurrency or DEFAULT_CONCURRENCY[worker_kind]
+    if processes is not None:
+        argv += ["--concurrency", str(processes)]
+    app.worker_main(argv)

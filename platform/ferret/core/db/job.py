@@ -1,0 +1,192 @@
+"""Queries on jobs: long work (pipelines, ingests, index builds) and the progress the CLI and admin show.
+
+A job is written by two parties at once: the process that runs it (progress, stage, result) and whoever watches
+or cancels it. So the writes that race are single ``UPDATE`` statements on the row, never read-modify-write of a
+loaded object, and a cancel is a flag the runner polls (a queued job is cancelled at once: nothing runs yet).
+
+Example:
+    >>> job = create_job(session, "pipeline", corpus_id=corpus.id, params={"task": "faq"})
+    >>> start_attempt(session, job.id, "generate")
+    >>> request_cancel(session, job.id).cancel_requested
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ferret.core.db.models import Corpus, Job, JobState, utcnow
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+
+FINISHED_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+"""A job in one of these states never runs again."""
+
+_STAGE_LENGTH = 64  # Job.stage is String(64)
+
+
+def create_job(
+    session: Session,
+    kind: str,
+    *,
+    corpus_id: int | None = None,
+    params: Mapping[str, Any] | None = None,
+) -> Job:
+    """A queued job; flushed so that it has its id, committed by the caller before any worker may see it."""
+    job = Job(kind=kind, corpus_id=corpus_id, state=JobState.QUEUED, params=dict(params or {}), counts={})
+    session.add(job)
+    session.flush()
+    return job
+
+
+def get_job(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id, populate_existing=True)
+    if job is None:
+        raise NotFoundError(f"Job {job_id} does not exist; `ferret jobs list` shows the recent ones.")
+    return job
+
+
+def list_jobs(
+    session: Session, *, corpus: Corpus | str | None = None, state: JobState | str | None = None, limit: int = 50
+) -> list[Job]:
+    """The newest jobs first, optionally of one corpus (a row or its name) and in one state."""
+    if limit < 1:
+        raise InvalidInputError("The job list limit must be at least 1.")
+    statement = select(Job).order_by(Job.id.desc()).limit(limit)
+    if isinstance(corpus, Corpus):
+        statement = statement.where(Job.corpus_id == corpus.id)
+    elif corpus is not None:
+        statement = statement.join(Corpus, Corpus.id == Job.corpus_id).where(Corpus.name == corpus)
+    if state is not None:
+        try:
+            statement = statement.where(Job.state == JobState(state))
+        except ValueError:
+            known = ", ".join(s.value for s in JobState)
+            raise InvalidInputError(f"Job state {state!r} is not one of {known}.") from None
+    return list(session.scalars(statement))
+
+
+def set_celery_id(session: Session, job_id: int, celery_id: str) -> None:
+    session.execute(update(Job).where(Job.id == job_id).values(celery_id=celery_id, updated_at=utcnow()))
+
+
+def start_attempt(session: Session, job_id: int, stage: str) -> Job:
+    """Count one delivery of a stage and mark the job running (a redelivery after a dead worker counts again)."""
+    now = utcnow()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state.in_([JobState.QUEUED, JobState.RUNNING]))
+        .values(
+            state=JobState.RUNNING,
+            stage=stage[:_STAGE_LENGTH],
+            attempts=Job.attempts + 1,
+            updated_at=now,
+        )
+    )
+    session.execute(update(Job).where(Job.id == job_id, Job.started_at.is_(None)).values(started_at=now))
+    return get_job(session, job_id)
+
+
+def update_progress(
+    session: Session,
+    job_id: int,
+    *,
+    stage: str | None = None,
+    progress: float | None = None,
+    counts: Mapping[str, Any] | None = None,
+) -> bool:
+    """Write what a running job is doing; returns whether a cancel was requested meanwhile.
+
+    ``counts`` replaces the stored counts (the reporter keeps the whole picture). Only a running job is touched:
+    a late report from a stage whose job was cancelled or finished changes nothing.
+    """
+    values: dict[str, Any] = {"updated_at": utcnow()}
+    if stage is not None:
+        values["stage"] = stage[:_STAGE_LENGTH]
+    if progress is not None:
+        values["progress"] = min(1.0, max(0.0, float(progress)))
+    if counts is not None:
+        values["counts"] = dict(counts)
+    session.execute(update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(**values))
+    return cancel_requested(session, job_id)
+
+
+def cancel_requested(session: Session, job_id: int) -> bool:
+    """Whether the job should stop: a cancel was asked for, or it was already cancelled."""
+    row = session.execute(select(Job.cancel_requested, Job.state).where(Job.id == job_id)).one_or_none()
+    if row is None:
+        return True  # the job was deleted: nobody is waiting for the work any more
+    requested, state = row
+    return bool(requested) or state == JobState.CANCELLED
+
+
+def record_error(session: Session, job_id: int, error: str) -> None:
+    """The last error of a job that goes on (a transient failure that will be retried)."""
+    session.execute(update(Job).where(Job.id == job_id).values(error=error, updated_at=utcnow()))
+
+
+def save_result(session: Session, job_id: int, result: Mapping[str, Any]) -> None:
+    """What the job produced so far (the next stage of a pipeline reads it back after a redelivery)."""
+    session.execute(update(Job).where(Job.id == job_id).values(result=dict(result), updated_at=utcnow()))
+
+
+def finish_job(session: Session, job_id: int, result: Mapping[str, Any] | None = None) -> Job:
+    """Mark a running job succeeded (a job cancelled meanwhile stays cancelled)."""
+    values: dict[str, Any] = {
+        "state": JobState.SUCCEEDED,
+        "progress": 1.0,
+        "finished_at": utcnow(),
+        "updated_at": utcnow(),
+        "error": None,
+    }
+    if result is not None:
+        values["result"] = dict(result)
+    session.execute(update(Job).where(Job.id == job_id, Job.state.not_in(FINISHED_STATES)).values(**values))
+    return get_job(session, job_id)
+
+
+def fail_job(session: Session, job_id: int, error: str) -> Job:
+    """Mark an unfinished job failed with the error that stopped it."""
+    now = utcnow()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state.not_in(FINISHED_STATES))
+        .values(state=JobState.FAILED, error=error, finished_at=now, updated_at=now)
+    )
+    return get_job(session, job_id)
+
+
+def mark_cancelled(session: Session, job_id: int) -> Job:
+    """The runner stopped at a cancel: the job ends as cancelled."""
+    now = utcnow()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state.not_in(FINISHED_STATES))
+        .values(state=JobState.CANCELLED, cancel_requested=True, finished_at=now, updated_at=now)
+    )
+    return get_job(session, job_id)
+
+
+def request_cancel(session: Session, job_id: int) -> Job:
+    """Cancel a job: a queued one at once, a running one at its next progress check; a cancelled one stays so.
+
+    Raises ``ConflictError`` for a job that already succeeded or failed: there is nothing left to stop.
+    """
+    job = get_job(session, job_id)
+    if job.state == JobState.CANCELLED:
+        return job
+    if job.state in FINISHED_STATES:
+        raise ConflictError(f"Job {job_id} already {job.state.value}; there is nothing to cancel.")
+    now = utcnow()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == JobState.QUEUED)
+        .values(state=JobState.CANCELLED, cancel_requested=True, finished_at=now, updated_at=now)
+    )
+    session.execute(
+        update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(cancel_requested=True, updated_at=now)
+    )
+    return get_job(session, job_id)

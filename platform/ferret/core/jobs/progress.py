@@ -1,0 +1,94 @@
+"""Progress of a running job, written into its row, and the cancel check that rides on every report.
+
+Stage functions take a plain ``(activity, fraction)`` callback; ``JobProgress`` is that callback for a job. It
+writes at most every ``interval_s`` (a training step or an index batch may report many times a second), each
+write in its own short transaction on its own session, so the stage's own transaction is never held open by a
+report, and it raises ``JobCancelled`` as soon as it sees that a cancel was requested: the stage stops where it
+is, through its usual error path (a generation run keeps its committed batches, an index build drops its
+partial collection).
+
+Example:
+    >>> progress = JobProgress(settings.database_url, job.id, stage="train", stage_index=2, stage_count=5)
+    >>> progress("training", 0.25)  # writes stage, overall percent and counts; may raise JobCancelled
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ferret.core.db.engine import session_scope
+from ferret.core.db.job import update_progress
+from ferret.core.errors import FerretError
+
+
+class JobStopped(FerretError):
+    """The job must not go on (cancelled, or already finished): the stage stops and the chain with it."""
+
+    def __init__(self, job_id: int, message: str) -> None:
+        super().__init__(message)
+        self.job_id = job_id
+
+
+class JobCancelled(JobStopped):
+    """A cancel was requested for the job; raised at the stage's next progress report."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(job_id, f"Job {job_id} was cancelled.")
+
+
+class JobProgress:
+    """The progress callback of one stage of a job (see the module docstring)."""
+
+    def __init__(
+        self,
+        database_url: str,
+        job_id: int,
+        *,
+        stage: str,
+        stage_index: int = 0,
+        stage_count: int = 1,
+        interval_s: float = 0.5,
+        counts: Mapping[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.database_url = database_url
+        self.job_id = job_id
+        self.stage = stage
+        self.stage_index = stage_index
+        self.stage_count = max(1, stage_count)
+        self.interval_s = interval_s
+        self.counts: dict[str, Any] = dict(counts or {})
+        self._clock = clock
+        self._last_write: float | None = None
+        self._activity = ""
+        self._fraction = 0.0
+
+    def __call__(self, activity: str, fraction: float) -> None:
+        """Report; written when the activity changes, the stage completes, or ``interval_s`` has passed."""
+        changed = activity != self._activity
+        self._activity, self._fraction = activity, min(1.0, max(0.0, fraction))
+        now = self._clock()
+        if changed or fraction >= 1.0 or self._last_write is None or now - self._last_write >= self.interval_s:
+            self.flush()
+
+    def add_counts(self, **counts: Any) -> None:
+        """Counts shown beside the progress (documents, queries kept, ...); written with the next report."""
+        self.counts.update(counts)
+
+    def flush(self) -> None:
+        """Write now and check for a cancel (raises ``JobCancelled``)."""
+        self._last_write = self._clock()
+        overall = (self.stage_index + self._fraction) / self.stage_count
+        counts = {
+            **self.counts,
+            "activity": self._activity,
+            "stage_progress": round(self._fraction, 4),
+            "stage_number": self.stage_index + 1,
+            "stages": self.stage_count,
+        }
+        with session_scope(self.database_url) as session:
+            cancelled = update_progress(session, self.job_id, stage=self.stage, progress=overall, counts=counts)
+        if cancelled:
+            raise JobCancelled(self.job_id)

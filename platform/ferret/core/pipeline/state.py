@@ -1,0 +1,136 @@
+"""What a Promptagator pipeline is asked to do (``PipelineConfig``) and what it has done so far (``PipelineState``).
+
+Both serialise to JSON: the state is the Celery payload that travels from stage to stage (llm → cpu → gpu queues)
+and is saved in the job row, so a stage redelivered after its worker died finds ids, never live objects.
+
+Example:
+    >>> state = PipelineState.start(task, PipelineConfig(max_steps=20), model_name="faq-job7", job_id=7)
+    >>> PipelineState.from_json(state.to_json()) == state
+    True
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+from ferret.core.db.models import RetrievalTask
+from ferret.core.errors import InvalidInputError
+
+PromoteMode = Literal["auto", "force", "never"]
+PROMOTE_MODES: tuple[PromoteMode, ...] = ("auto", "force", "never")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """JSON-serialisable; stored with the model version it produced."""
+
+    queries_per_doc: int | None = None
+    max_documents: int | None = None
+    round_trip: str = "base"
+    """Retriever of the round-trip filter: none, bm25, base, or the name of a model version (Promptagator's own
+    recipe filters with a retriever trained on the unfiltered pairs)."""
+    basic_filters: bool = True
+    """Length, copy and duplicate filters; off for the 'unfiltered' baseline."""
+    round_trip_k: int = 1
+    best_of_n: bool = False
+    held_out_fraction: float = 0.1
+    learning_rate: float = 1e-5
+    max_steps: int | None = None
+    batch_size: int | None = None
+    base_weight: float = 0.0
+    hard_negatives: Literal["none", "bm25"] = "none"
+    """BM25 hard negatives: each pair also gets the best BM25 passage that is not its own document."""
+    promote: PromoteMode = "auto"
+    model_name: str | None = None
+    seed: int = 13
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PipelineConfig:
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise InvalidInputError(f"Unknown pipeline settings: {', '.join(sorted(unknown))}.")
+        return cls(**data).validated()
+
+    def validated(self) -> PipelineConfig:
+        """Itself, after the checks a queued job needs before it is accepted (a worker fails late and far away)."""
+        if self.promote not in PROMOTE_MODES:
+            raise InvalidInputError(f"Promote must be one of {', '.join(PROMOTE_MODES)}, not {self.promote!r}.")
+        if self.hard_negatives not in ("none", "bm25"):
+            raise InvalidInputError(f"Hard negatives must be 'none' or 'bm25', not {self.hard_negatives!r}.")
+        if not 0.0 <= self.held_out_fraction < 1.0:
+            raise InvalidInputError("The held-out fraction must be at least 0 and below 1.")
+        if not 0.0 <= self.base_weight <= 1.0:
+            raise InvalidInputError("The base weight must be between 0 and 1.")
+        if self.round_trip_k < 1:
+            raise InvalidInputError("The round-trip K must be at least 1.")
+        for name in ("max_steps", "batch_size", "max_documents"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise InvalidInputError(f"{name.replace('_', ' ').capitalize()} must be at least 1.")
+        return self
+
+
+@dataclass(frozen=True)
+class PipelineState:
+    """Ids and small reports handed from one stage to the next; every field is plain JSON.
+
+    ``key`` identifies this pipeline run: a stage that finds a model version carrying the same key knows that it
+    is a redelivery of its own work and reuses it instead of training a second one.
+    """
+
+    task_id: int
+    task: str
+    config: PipelineConfig
+    model_name: str
+    key: str
+    job_id: int | None = None
+    reference_model: str | None = None
+    """The model the guard compares against: the corpus's active one when the pipeline started."""
+    run_id: int | None = None
+    filters: dict[str, Any] | None = None
+    guard: dict[str, Any] | None = None
+    promoted: bool = False
+    index_version_id: int | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def start(
+        cls,
+        task: RetrievalTask,
+        config: PipelineConfig,
+        *,
+        model_name: str,
+        job_id: int | None = None,
+        reference_model: str | None = None,
+    ) -> PipelineState:
+        return cls(
+            task_id=task.id,
+            task=task.name,
+            config=config,
+            model_name=model_name,
+            key=uuid.uuid4().hex,
+            job_id=job_id,
+            reference_model=reference_model,
+        )
+
+    def advance(self, stage: str, seconds: float, **changes: Any) -> PipelineState:
+        """A copy with ``changes`` and the stage's wall seconds recorded."""
+        return replace(self, seconds={**self.seconds, stage: round(seconds, 3)}, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["config"] = self.config.to_json()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PipelineState:
+        values = dict(data)
+        values["config"] = PipelineConfig.from_json(dict(values["config"]))
+        values["seconds"] = dict(values.get("seconds") or {})
+        known = {f.name for f in fields(cls)}
+        return cls(**{name: value for name, value in values.items() if name in known})

@@ -1,0 +1,85 @@
+"""``ferret jobs list|show|cancel`` and ``ferret worker`` from the command line, on a fresh FERRET_HOME."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from ferret.core.cli.main import app
+from ferret.core.db.job import create_job, get_job, start_attempt
+from ferret.core.db.models import JobState
+from ferret.workers.apps.base import celery_config
+from ferret.workers.names import QUEUE_OF_TASK, Queue, TaskName, WorkerKind
+
+runner = CliRunner()
+
+
+def test_jobs_list_show_and_cancel(ferret_home: Path, session: Session) -> None:
+    queued = create_job(session, "pipeline", params={"task": "faq"}).id
+    running = create_job(session, "ingest").id
+    session.commit()
+    start_attempt(session, running, "ingest")
+    session.commit()
+
+    listed = runner.invoke(app, ["jobs", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "pipeline" in listed.output and "ingest" in listed.output and "running" in listed.output
+
+    shown = runner.invoke(app, ["jobs", "show", str(queued)])
+    assert shown.exit_code == 0 and f"job {queued} (pipeline): queued" in shown.output and '"faq"' in shown.output
+
+    assert "cancelled" in runner.invoke(app, ["jobs", "cancel", str(queued)]).output
+    assert "cancel requested" in runner.invoke(app, ["jobs", "cancel", str(running)]).output
+    session.expire_all()
+    assert get_job(session, queued).state == JobState.CANCELLED
+    assert get_job(session, running).cancel_requested
+
+    missing = runner.invoke(app, ["jobs", "show", "999"])
+    assert missing.exit_code == 1 and "Job 999 does not exist" in missing.output
+
+
+def test_worker_refuses_an_unknown_kind_and_a_missing_broker(
+    ferret_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    unknown = runner.invoke(app, ["worker", "--kind", "tpu"])
+    assert unknown.exit_code == 1 and "--kind must be one of gpu, llm, cpu" in unknown.output
+    monkeypatch.delenv("FERRET_BROKER_URL", raising=False)
+    no_broker = runner.invoke(app, ["worker", "--kind", "cpu"])
+    assert no_broker.exit_code == 1 and "FERRET_BROKER_URL is not set" in no_broker.output
+
+
+def test_gpu_workers_take_one_task_at_a_time_and_never_lose_one() -> None:
+    from ferret.core.settings import FerretSettings
+
+    settings = FerretSettings(broker_url="redis://127.0.0.1:6379/0", task_time_limit_s=3600)
+    gpu = celery_config(settings, WorkerKind.GPU)
+    assert gpu["worker_concurrency"] == 1 and gpu["worker_prefetch_multiplier"] == 1
+    assert gpu["task_acks_late"] and gpu["task_reject_on_worker_lost"]
+    assert gpu["task_time_limit"] == 3600 and gpu["task_soft_time_limit"] == 3540
+    # A running task is never handed to a second worker: the visibility timeout outlives the time limit.
+    assert gpu["broker_transport_options"]["visibility_timeout"] > 3600
+    assert gpu["task_default_queue"] == Queue.GPU
+    assert {QUEUE_OF_TASK[name] for name in (TaskName.TRAIN, TaskName.GUARD, TaskName.INDEX)} == {Queue.GPU}
+    assert QUEUE_OF_TASK[TaskName.GENERATE] == Queue.LLM and QUEUE_OF_TASK[TaskName.FILTER] == Queue.CPU
+
+
+def test_pipeline_run_async_needs_a_broker(
+    ferret_home: Path, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ferret.core.db.corpus import create_corpus
+    from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
+
+    create_corpus(session, "docs")
+    spec = TaskSpec(
+        name="faq",
+        corpus="docs",
+        examples=[ExampleSpec(query="a", document_text="one"), ExampleSpec(query="b", document_text="two")],
+    )
+    create_task(session, spec)
+    session.commit()
+    monkeypatch.delenv("FERRET_BROKER_URL", raising=False)
+    outcome = runner.invoke(app, ["pipeline", "run", "--task", "faq", "--async"])
+    assert outcome.exit_code == 1 and "--async needs FERRET_BROKER_URL" in outcome.output

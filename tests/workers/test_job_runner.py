@@ -1,0 +1,99 @@
+"""The bookkeeping of a job step (``ferret.core.jobs.runner``), without Celery: how each ending is recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from ferret.core.db.engine import session_scope
+from ferret.core.db.job import create_job, get_job, request_cancel, start_attempt
+from ferret.core.db.models import JobState
+from ferret.core.errors import InvalidInputError
+from ferret.core.jobs.progress import JobCancelled, JobProgress, JobStopped
+from ferret.core.jobs.runner import MAX_DELIVERIES_PER_STAGE, run_simple_job
+from ferret.core.settings import FerretSettings
+
+
+def _new_job(settings: FerretSettings) -> int:
+    with session_scope(settings.database_url) as session:
+        return create_job(session, "ingest").id
+
+
+def _job(settings: FerretSettings, job_id: int) -> Any:
+    with session_scope(settings.database_url) as session:
+        job = get_job(session, job_id)
+        session.expunge(job)
+        return job
+
+
+def test_a_step_records_its_result(settings: FerretSettings, database_url: str) -> None:
+    job_id = _new_job(settings)
+
+    def work(session: Session, progress: JobProgress) -> dict[str, Any]:
+        progress.add_counts(documents=3)
+        progress("ingesting", 0.5)
+        assert _job(settings, job_id).counts["documents"] == 3
+        return {"added": 3}
+
+    assert run_simple_job(settings, job_id, "ingest", work) == {"added": 3}
+    job = _job(settings, job_id)
+    assert (job.state, job.result, job.attempts, job.progress) == (JobState.SUCCEEDED, {"added": 3}, 1, 1.0)
+
+
+def test_a_user_error_fails_the_job_with_its_sentence(settings: FerretSettings, database_url: str) -> None:
+    job_id = _new_job(settings)
+
+    def work(session: Session, progress: JobProgress) -> dict[str, Any]:
+        raise InvalidInputError("Folder /nowhere does not exist.")
+
+    with pytest.raises(InvalidInputError):
+        run_simple_job(settings, job_id, "ingest", work, retry=True)  # not transient: no retry
+    job = _job(settings, job_id)
+    assert job.state == JobState.FAILED and job.error == "Folder /nowhere does not exist."
+
+
+def test_a_transient_error_that_will_be_retried_keeps_the_job_running(
+    settings: FerretSettings, database_url: str
+) -> None:
+    job_id = _new_job(settings)
+
+    def work(session: Session, progress: JobProgress) -> dict[str, Any]:
+        raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
+
+    with pytest.raises(OperationalError):
+        run_simple_job(settings, job_id, "ingest", work, retry=True)
+    job = _job(settings, job_id)
+    assert job.state == JobState.RUNNING and job.error is not None and job.error.endswith("(retrying)")
+    with pytest.raises(OperationalError):
+        run_simple_job(settings, job_id, "ingest", work, retry=False)  # the last delivery
+    assert _job(settings, job_id).state == JobState.FAILED
+
+
+def test_a_cancel_stops_the_step_at_its_next_report(settings: FerretSettings, database_url: str) -> None:
+    job_id = _new_job(settings)
+
+    def work(session: Session, progress: JobProgress) -> dict[str, Any]:
+        with session_scope(settings.database_url) as other:
+            request_cancel(other, job_id)
+        progress("ingesting", 1.0)
+        raise AssertionError("the report above must stop the step")
+
+    with pytest.raises(JobCancelled):
+        run_simple_job(settings, job_id, "ingest", work)
+    assert _job(settings, job_id).state == JobState.CANCELLED
+    with pytest.raises(JobStopped):  # a late delivery of a cancelled job does nothing
+        run_simple_job(settings, job_id, "ingest", work)
+
+
+def test_a_job_whose_worker_keeps_dying_fails(settings: FerretSettings, database_url: str) -> None:
+    job_id = _new_job(settings)
+    with session_scope(settings.database_url) as session:
+        for _ in range(MAX_DELIVERIES_PER_STAGE):
+            start_attempt(session, job_id, "ingest")  # deliveries whose worker died before finishing
+
+    with pytest.raises(JobStopped, match="keeps dying"):
+        run_simple_job(settings, job_id, "ingest", lambda session, progress: {})
+    assert _job(settings, job_id).state == JobState.FAILED

@@ -1,0 +1,185 @@
+"""Starting and cancelling jobs: what the HTTP API and the CLI call.
+
+With a broker (``FERRET_BROKER_URL``) a job is a Celery chain across the worker queues, every message with
+``expires=``; in embedded mode (no broker) the same step functions run in a background thread of this process,
+so the caller is not blocked either way. The job row is committed before any work is sent, so a worker always
+finds it.
+
+Example:
+    >>> job = start_pipeline_job(session, settings, get_task(session, "faq"), PipelineConfig(promote="force"))
+    >>> cancel_job(session, settings, job.id).cancel_requested
+    True
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ferret.core.db.job import create_job, fail_job, request_cancel, set_celery_id
+from ferret.core.db.model_version import find_model_version
+from ferret.core.db.models import Corpus, Job, RetrievalTask
+from ferret.core.errors import ConflictError, FerretError
+from ferret.core.pipeline.state import PipelineConfig, PipelineState
+from ferret.core.settings import FerretSettings
+from ferret.workers.names import EXPIRES_S, PIPELINE_TASKS, QUEUE_OF_TASK, TaskName, task_id
+
+logger = logging.getLogger(__name__)
+
+_threads: dict[int, threading.Thread] = {}
+"""Embedded-mode jobs running in this process, by job id."""
+
+JOB_PIPELINE = "pipeline"
+JOB_INGEST = "ingest"
+JOB_INDEX_BUILD = "index_build"
+
+
+def start_pipeline_job(session: Session, settings: FerretSettings, task: RetrievalTask, config: PipelineConfig) -> Job:
+    """Queue the Promptagator pipeline of ``task``: generate (llm) → filter (cpu) → train → guard → index (gpu).
+
+    The new model version is named ``config.model_name`` or ``<task>-job<id>``. Commits the session.
+    """
+    config = config.validated()
+    if config.model_name is not None and find_model_version(session, config.model_name) is not None:
+        raise ConflictError(f"Model version {config.model_name!r} already exists; choose another model name.")
+    job = create_job(session, JOB_PIPELINE, corpus_id=task.corpus_id, params={"task": task.name})
+    state = PipelineState.start(task, config, model_name=config.model_name or f"{task.name}-job{job.id}", job_id=job.id)
+    job.params = {"task": task.name, "model_name": state.model_name, "config": config.to_json()}
+    session.commit()
+    payload = state.to_json()
+    if not settings.broker_url:
+        from ferret.core.jobs.runner import run_pipeline_job
+
+        return _run_in_thread(session, job, lambda: run_pipeline_job(settings, payload))
+    from celery import chain
+
+    from ferret.workers.apps.base import client_app
+
+    app = client_app(settings)
+    signatures = [
+        app.signature(
+            str(name),
+            args=(payload,) if position == 0 else (),
+            queue=str(QUEUE_OF_TASK[name]),
+            task_id=task_id(job.id, stage),
+            expires=EXPIRES_S,
+        )
+        for position, (stage, name) in enumerate(PIPELINE_TASKS)
+    ]
+    return _send(session, settings, job, lambda: chain(*signatures).apply_async(), task_id(job.id, "generate"))
+
+
+def start_index_build_job(
+    session: Session, settings: FerretSettings, corpus: Corpus, model: str, *, promote: bool = False
+) -> Job:
+    """Queue an index build of ``corpus`` with model version ``model`` (gpu queue); commits the session."""
+    job = create_job(session, JOB_INDEX_BUILD, corpus_id=corpus.id, params={"model": model, "promote": promote})
+    payload = {"job_id": job.id, "corpus": corpus.name, "model": model, "promote": promote}
+    return _start_simple(session, settings, job, TaskName.BUILD_INDEX, "index", payload)
+
+
+def start_ingest_job(
+    session: Session,
+    settings: FerretSettings,
+    corpus: Corpus,
+    kind: str,
+    config: dict[str, Any],
+    *,
+    incremental: bool = False,
+) -> Job:
+    """Queue an ingest of one source (connector ``kind`` with its JSON ``config``) into ``corpus`` (cpu queue)."""
+    from ferret.connectors.registry import get_connector_class
+
+    get_connector_class(kind)  # an unknown kind is the caller's mistake: say so now, not in a worker's log
+    params = {"kind": kind, "config": dict(config), "incremental": incremental}
+    job = create_job(session, JOB_INGEST, corpus_id=corpus.id, params=params)
+    payload = {"job_id": job.id, "corpus": corpus.name, **params}
+    return _start_simple(session, settings, job, TaskName.INGEST_SOURCE, "ingest", payload)
+
+
+def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
+    """Cancel a job: a queued one at once, a running one at its next progress report; commits the session.
+
+    Its Celery messages are revoked too, so a worker that has not started a step drops it; the flag in the job
+    row is what stops a step that is running (its progress reports check it).
+    """
+    job = request_cancel(session, job_id)
+    session.commit()
+    if settings.broker_url and job.celery_id:
+        ids = [task_id(job.id, stage) for stage, _ in PIPELINE_TASKS] if job.kind == JOB_PIPELINE else [job.celery_id]
+        try:
+            from ferret.workers.apps.base import client_app
+
+            client_app(settings).control.revoke(ids)
+        except Exception:  # the flag in the row is what counts; a broker hiccup must not fail the cancel
+            logger.warning("could not revoke the Celery tasks of job %s", job_id, exc_info=True)
+    return job
+
+
+def _start_simple(
+    session: Session, settings: FerretSettings, job: Job, name: TaskName, stage: str, payload: dict[str, Any]
+) -> Job:
+    session.commit()
+    if not settings.broker_url:
+        from ferret.core.jobs import corpus_jobs
+
+        step = corpus_jobs.run_ingest_job if name == TaskName.INGEST_SOURCE else corpus_jobs.run_index_build_job
+        return _run_in_thread(session, job, lambda: _quietly(step, settings, payload))
+    from ferret.workers.apps.base import client_app
+
+    app = client_app(settings)
+    celery_id = task_id(job.id, stage)
+    signature = app.signature(
+        str(name), args=(payload,), queue=str(QUEUE_OF_TASK[name]), task_id=celery_id, expires=EXPIRES_S
+    )
+    return _send(session, settings, job, signature.apply_async, celery_id)
+
+
+def _quietly(step: Callable[..., Any], settings: FerretSettings, payload: dict[str, Any]) -> None:
+    """Run an embedded step; its failure is already in the job row, the thread only logs it."""
+    try:
+        step(settings, payload)
+    except FerretError as error:
+        logger.info("job %s stopped: %s", payload.get("job_id"), error)
+    except Exception:
+        logger.exception("job %s failed", payload.get("job_id"))
+
+
+def _send(session: Session, settings: FerretSettings, job: Job, send: Callable[[], Any], celery_id: str) -> Job:
+    try:
+        send()
+    except Exception as error:
+        fail_job(session, job.id, f"Could not send the job to the broker: {type(error).__name__}: {error}")
+        session.commit()
+        raise FerretError(
+            f"Could not reach the Celery broker at {settings.broker_url}; check that Redis is running "
+            "(or unset FERRET_BROKER_URL to run jobs in-process)."
+        ) from error
+    set_celery_id(session, job.id, celery_id)
+    session.commit()
+    session.refresh(job)
+    return job
+
+
+def _run_in_thread(session: Session, job: Job, work: Callable[[], None]) -> Job:
+    """Embedded mode: the job runs in a daemon thread of this process (it stops with the process)."""
+    thread = threading.Thread(target=work, name=f"ferret-job-{job.id}", daemon=True)
+    _threads[job.id] = thread
+    thread.start()
+    return job
+
+
+def wait_for_embedded_job(job_id: int, timeout_s: float | None = None) -> bool:
+    """Wait for an embedded-mode job of this process to end; False when it still runs after ``timeout_s``."""
+    thread = _threads.get(job_id)
+    if thread is None:
+        return True
+    thread.join(timeout_s)
+    if thread.is_alive():
+        return False
+    _threads.pop(job_id, None)
+    return True
