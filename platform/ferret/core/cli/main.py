@@ -13,8 +13,10 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from ferret.core.cli.api_commands import apikey_app, serve
 from ferret.core.cli.context import app_context
 from ferret.core.cli.index_commands import index_app
+from ferret.core.cli.job_commands import jobs_app, worker
 from ferret.core.cli.pipeline_commands import pipeline_app
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.core.cli.task_commands import task_app
@@ -44,8 +46,12 @@ app = typer.Typer(cls=_FerretGroup, help="Ferret: a search engine trained on you
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(index_app, name="index")
+app.add_typer(jobs_app, name="jobs")
+app.command()(worker)
 app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(task_app, name="task")
+app.add_typer(apikey_app, name="apikey")
+app.command()(serve)
 
 
 @db_app.command("upgrade")

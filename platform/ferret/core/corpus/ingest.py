@@ -178,7 +178,7 @@ class Ingestor:
             else:
                 yield item
 
-    def _store(self, item: SourceDocument, source: str) -> list[Passage]:
+    def _store(self, item: SourceDocument, source: str, *, version: str | None = None) -> list[Passage]:
         title = self.chunker.fit_title(item.title)
         document = Document(
             corpus_id=self.corpus.id,
@@ -189,6 +189,7 @@ class Ingestor:
             meta=item.metadata,
             acl_groups=sorted(set(item.acl_groups)),
             content_hash=item.content_hash,
+            version=version,
         )
         self.session.add(document)
         passages = [

@@ -20,6 +20,26 @@ def document_hashes(session: Session, corpus: Corpus, source: str) -> dict[str, 
     return {external_id: (document_id, content_hash) for external_id, document_id, content_hash in rows}
 
 
+def document_states(
+    session: Session, corpus: Corpus, source: str, external_ids: Sequence[str]
+) -> dict[str, tuple[int, str, str | None]]:
+    """external id -> (document id, content hash, version) for the given ids of one source (a push batch), without
+    loading bodies or the rest of the source."""
+    states: dict[str, tuple[int, str, str | None]] = {}
+    wanted = sorted(set(external_ids))
+    for start in range(0, len(wanted), 500):
+        rows = session.execute(
+            select(Document.external_id, Document.id, Document.content_hash, Document.version).where(
+                Document.corpus_id == corpus.id,
+                Document.source == source,
+                Document.external_id.in_(wanted[start : start + 500]),
+            )
+        )
+        for external_id, document_id, content_hash, version in rows:
+            states[external_id] = (document_id, content_hash, version)
+    return states
+
+
 def passage_ids_of_documents(session: Session, document_ids: Sequence[int]) -> list[int]:
     ids: list[int] = []
     for start in range(0, len(document_ids), 500):

@@ -1,0 +1,91 @@
+"""The FastAPI application: one engine, session factory and index backend per application, opened in the lifespan.
+
+Example:
+    >>> from fastapi.testclient import TestClient
+    >>> with TestClient(create_app(FerretSettings(home="/tmp/ferret"))) as client:
+    ...     client.get("/health").json()["status"]
+    'ok'
+
+``ferret serve`` runs ``app_from_environment`` under uvicorn (settings from ``FERRET_*``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from fastapi import FastAPI, status
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from sqlalchemy.orm import sessionmaker
+
+from ferret.core.api.body_limit import BodySizeLimitMiddleware
+from ferret.core.api.dependencies import ApiState, StateDep
+from ferret.core.api.errors import install_error_handlers
+from ferret.core.api.routers import corpora, documents, index_versions, jobs, search, tasks
+from ferret.core.api.schemas import HealthOut
+from ferret.core.cli.context import ensure_schema
+from ferret.core.db.engine import get_engine
+from ferret.core.index.factory import open_backend
+from ferret.core.settings import FerretSettings, get_settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+DESCRIPTION = """Search corpora trained on your own documents, push documents from connectors, and run the platform.
+
+Every route but `/health` needs an API key (`Authorization: Bearer fk_…` or `X-API-Key: fk_…`) with a scope:
+`search`, `ingest` or `admin` (which implies the others). Create keys with `ferret apikey create`.
+Search only returns documents shared with one of the key's ACL groups or public, for every key."""
+
+
+def create_app(settings: FerretSettings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        settings.ensure_home()
+        ensure_schema(settings)
+        backend = open_backend(settings)
+        app.state.ferret = ApiState(
+            settings=settings,
+            sessions=sessionmaker(get_engine(settings.database_url), expire_on_commit=False),
+            backend=backend,
+        )
+        try:
+            yield
+        finally:
+            backend.close()
+
+    app = FastAPI(title="Ferret", version=version("ferret"), description=DESCRIPTION, lifespan=lifespan)
+    app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.api_max_body_bytes)
+    install_error_handlers(app)
+    for module in (search, documents, corpora, tasks, jobs, index_versions):
+        app.include_router(module.router)
+
+    @app.get(
+        "/health",
+        response_model=HealthOut,
+        tags=["health"],
+        summary="Liveness and database check (no API key)",
+        responses={503: {"model": HealthOut, "description": "The database does not answer."}},
+    )
+    def health(state: StateDep) -> HealthOut | JSONResponse:
+        """Used by compose health checks: 200 when the database answers a query, 503 otherwise."""
+        try:
+            with state.sessions() as session:
+                session.execute(text("SELECT 1"))
+        except Exception as exc:
+            body = HealthOut(status="unavailable", database=type(exc).__name__, version=app.version)
+            return JSONResponse(body.model_dump(), status_code=status.HTTP_503_SERVICE_UNAVAILABLE)
+        return HealthOut(status="ok", database="ok", version=app.version)
+
+    return app
+
+
+def app_from_environment() -> FastAPI:
+    """The uvicorn factory of ``ferret serve``: settings from the ``FERRET_*`` environment."""
+    return create_app(get_settings())

@@ -1,0 +1,90 @@
+"""API key authentication: ``Authorization: Bearer fk_…`` or ``X-API-Key: fk_…``, then a scope check.
+
+A missing, unknown or revoked key gets 401; a valid key without the route's scope gets 403. The key is found by
+the SHA-256 of its plaintext (``ferret.core.db.api_key``); nothing else about it is ever compared.
+
+Access control on search: a caller's groups are its key's ``acl_groups`` plus ``public``, and search passes them to
+Qdrant as a filter condition. Admin keys get no exemption: the admin scope is for running the platform (corpora,
+tasks, jobs, index versions), not for reading every group's documents, so a leaked admin key reads no more than
+its groups allow. An operator who must see everything gives that key the groups explicitly.
+
+Example:
+    >>> @router.get("/v1/things")
+    ... def things(caller: Annotated[Caller, Depends(require(ApiKeyScope.ADMIN))]) -> ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Security, status
+from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
+
+from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.api.dependencies import SessionDep
+from ferret.core.db.api_key import find_api_key_by_plaintext, touch_api_key
+from ferret.core.db.models import ApiKeyScope
+
+bearer_scheme = HTTPBearer(
+    auto_error=False, scheme_name="BearerKey", description="An API key: `Authorization: Bearer fk_<prefix>_<secret>`."
+)
+header_scheme = APIKeyHeader(
+    name="X-API-Key", auto_error=False, scheme_name="ApiKeyHeader", description="An API key in the X-API-Key header."
+)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the key's name, scopes and ACL groups (``public`` not included)."""
+
+    key_id: int
+    name: str
+    scopes: frozenset[str]
+    acl_groups: tuple[str, ...]
+
+    @property
+    def search_groups(self) -> list[str]:
+        """The groups a search of this caller may see: its own and ``public``."""
+        return sorted({*self.acl_groups, PUBLIC_GROUP})
+
+
+def _unauthorized(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, detail=message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def authenticate(
+    session: SessionDep,
+    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
+    header_key: Annotated[str | None, Security(header_scheme)],
+) -> Caller:
+    plaintext = bearer.credentials if bearer is not None else header_key
+    if not plaintext:
+        raise _unauthorized("This request needs an API key: send `Authorization: Bearer <key>` or `X-API-Key`.")
+    key = find_api_key_by_plaintext(session, plaintext.strip())
+    if key is None:
+        raise _unauthorized("The API key is unknown or revoked; ask an administrator for a valid key.")
+    caller = Caller(key.id, key.name, frozenset(key.scopes), tuple(key.acl_groups))
+    if touch_api_key(key):
+        session.commit()
+    return caller
+
+
+def require(scope: ApiKeyScope) -> Callable[[Caller], Awaitable[Caller]]:
+    """A dependency that authenticates the caller and checks one scope (``admin`` implies the others)."""
+
+    async def check(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:  # no I/O: stays on the event loop
+        if scope.value not in caller.scopes and ApiKeyScope.ADMIN.value not in caller.scopes:
+            raise HTTPException(
+                status.HTTP_403_FORBIDDEN,
+                detail=f"The API key {caller.name!r} lacks the {scope.value!r} scope this request needs.",
+            )
+        return caller
+
+    return check
+
+
+SearchCaller = Annotated[Caller, Depends(require(ApiKeyScope.SEARCH))]
+IngestCaller = Annotated[Caller, Depends(require(ApiKeyScope.INGEST))]
+AdminCaller = Annotated[Caller, Depends(require(ApiKeyScope.ADMIN))]

@@ -1,0 +1,92 @@
+"""The connector push API: batch upsert and delete of a corpus's documents by external id, idempotent.
+
+Each request is applied whole (database and every live index version) before it answers, so a client that got
+200 knows its documents are searchable; a client that got an error or no answer sends the same request again.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, HTTPException, Path, status
+
+from ferret.connectors.models import Document as SourceDocument
+from ferret.core.api.auth import IngestCaller
+from ferret.core.api.dependencies import SessionDep, StateDep
+from ferret.core.api.errors import error_responses
+from ferret.core.api.schemas import DeleteIn, PushIn, PushOut, SkippedOut
+from ferret.core.corpus.ingest import IngestReport
+from ferret.core.corpus.push import PushedDocument, PushIngestor
+from ferret.core.db.corpus import get_corpus
+
+router = APIRouter(tags=["documents"])
+_RESPONSES = error_responses(401, 403, 404, 409, 413, 422)
+
+
+def _check_batch(count: int, limit: int) -> None:
+    if count > limit:
+        raise HTTPException(
+            status.HTTP_413_CONTENT_TOO_LARGE,
+            detail=f"The batch has {count:,} items, more than the limit of {limit:,}; split it into smaller requests.",
+        )
+
+
+def _report(report: IngestReport) -> PushOut:
+    return PushOut(
+        added=report.added,
+        updated=report.updated,
+        unchanged=report.unchanged,
+        deleted=report.deleted,
+        passages_added=report.passages_added,
+        passages_deleted=report.passages_deleted,
+        skipped=[SkippedOut(external_id=s.external_id, reason=s.reason) for s in report.skipped],
+    )
+
+
+@router.post(
+    "/v1/corpora/{corpus}/documents",
+    response_model=PushOut,
+    responses=_RESPONSES,
+    summary="Upsert a batch of documents",
+)
+def upsert_documents(
+    body: PushIn, _caller: IngestCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+) -> PushOut:
+    """New documents are added, changed ones replaced; a document whose ``version`` (or content) is already stored
+    is left alone, so sending the same batch twice changes nothing the second time."""
+    _check_batch(len(body.documents), state.settings.api_max_batch_documents)
+    corpus_row = get_corpus(session, corpus)
+    pushed = [
+        PushedDocument(
+            SourceDocument(
+                external_id=d.external_id,
+                title=d.title,
+                text=d.text,
+                source=body.source,
+                metadata=d.metadata,
+                acl_groups=d.acl_groups,
+                updated_at=d.updated_at,
+            ),
+            version=d.version,
+        )
+        for d in body.documents
+    ]
+    report = PushIngestor(session, state.settings, state.backend, corpus_row).push(body.source, pushed)
+    return _report(report)
+
+
+@router.post(
+    "/v1/corpora/{corpus}/documents/delete",
+    response_model=PushOut,
+    responses=_RESPONSES,
+    summary="Delete documents by external id",
+)
+def delete_documents(
+    body: DeleteIn, _caller: IngestCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+) -> PushOut:
+    """Removes the documents from the database and from every live index version; ids that are not stored are
+    ignored, so a retried delete is harmless."""
+    _check_batch(len(body.external_ids), state.settings.api_max_batch_documents)
+    corpus_row = get_corpus(session, corpus)
+    report = PushIngestor(session, state.settings, state.backend, corpus_row).push(
+        body.source, [], delete_external_ids=body.external_ids
+    )
+    return _report(report)

@@ -1,0 +1,77 @@
+"""Index versions of a corpus: list them, promote a ready one (one atomic alias swap), roll back."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path
+
+from ferret.core.api.auth import AdminCaller
+from ferret.core.api.dependencies import SessionDep, StateDep
+from ferret.core.api.errors import error_responses
+from ferret.core.api.schemas import IndexVersionList, IndexVersionOut
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.index_version import get_index_version, list_index_versions
+from ferret.core.db.models import IndexVersion
+from ferret.core.index.versioned_collection import VersionedCollection
+
+router = APIRouter(tags=["index versions"])
+
+
+def index_version_out(index_version: IndexVersion) -> IndexVersionOut:
+    return IndexVersionOut(
+        version=index_version.version,
+        collection=index_version.collection,
+        model=index_version.model_version.name,
+        state=index_version.state,
+        passage_count=index_version.passage_count,
+        point_count=index_version.point_count,
+        error=index_version.error,
+        created_at=index_version.created_at,
+        ready_at=index_version.ready_at,
+        activated_at=index_version.activated_at,
+    )
+
+
+@router.get(
+    "/v1/corpora/{corpus}/index-versions",
+    response_model=IndexVersionList,
+    responses=error_responses(401, 403, 404),
+    summary="List the index versions of a corpus",
+)
+def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_length=128)) -> IndexVersionList:
+    corpus_row = get_corpus(session, corpus)
+    return IndexVersionList(
+        corpus=corpus_row.name,
+        versions=[index_version_out(v) for v in list_index_versions(session, corpus_row)],
+    )
+
+
+@router.post(
+    "/v1/corpora/{corpus}/index-versions/{version}/promote",
+    response_model=IndexVersionOut,
+    responses=error_responses(401, 403, 404, 409, 422),
+    summary="Make a ready index version active",
+)
+def promote(
+    _caller: AdminCaller,
+    session: SessionDep,
+    state: StateDep,
+    corpus: str = Path(max_length=128),
+    version: int = Path(ge=1, le=2**31 - 1),
+) -> IndexVersionOut:
+    """Search reads the new version from the next query on; the previous one stays ready for rollback."""
+    corpus_row = get_corpus(session, corpus)
+    versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
+    return index_version_out(versions.promote(get_index_version(session, corpus_row, version)))
+
+
+@router.post(
+    "/v1/corpora/{corpus}/index-versions/rollback",
+    response_model=IndexVersionOut,
+    responses=error_responses(401, 403, 404, 409),
+    summary="Re-activate the previously active index version",
+)
+def rollback(
+    _caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+) -> IndexVersionOut:
+    corpus_row = get_corpus(session, corpus)
+    return index_version_out(VersionedCollection(session, state.settings, state.backend, corpus_row).rollback())

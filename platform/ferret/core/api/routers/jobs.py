@@ -1,0 +1,90 @@
+"""Jobs: start the Promptagator pipeline for a task, watch its progress, cancel it.
+
+The job machinery (``ferret.workers.dispatch``: Celery when a broker is configured, a thread in this process in
+embedded mode) is imported inside the handlers, so the API starts without the workers package's optional parts.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Path, Query, status
+
+from ferret.core.api.auth import AdminCaller
+from ferret.core.api.dependencies import SessionDep, StateDep
+from ferret.core.api.errors import error_responses
+from ferret.core.api.schemas import JobIn, JobList, JobOut
+from ferret.core.db.models import Job, JobState
+
+router = APIRouter(tags=["jobs"])
+JobId = Path(ge=1, le=2**63 - 1)
+
+
+def job_out(job: Job) -> JobOut:
+    return JobOut(
+        id=job.id,
+        kind=job.kind,
+        corpus_id=job.corpus_id,
+        state=job.state,
+        stage=job.stage,
+        progress=job.progress,
+        counts=dict(job.counts or {}),
+        params=dict(job.params or {}),
+        error=job.error,
+        cancel_requested=job.cancel_requested,
+        result=job.result,
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+@router.get("/v1/jobs", response_model=JobList, responses=error_responses(401, 403, 422), summary="List jobs")
+def list_all(
+    _caller: AdminCaller,
+    session: SessionDep,
+    corpus: str | None = Query(default=None, max_length=128),
+    state: JobState | None = None,
+    limit: int = Query(default=50, ge=1, le=500),
+) -> JobList:
+    """The newest jobs first, optionally of one corpus and in one state."""
+    from ferret.core.db.job import list_jobs
+
+    return JobList(jobs=[job_out(job) for job in list_jobs(session, corpus=corpus, state=state, limit=limit)])
+
+
+@router.post(
+    "/v1/jobs",
+    response_model=JobOut,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=error_responses(401, 403, 404, 409, 413, 422),
+    summary="Start the training pipeline of a task",
+)
+def start(body: JobIn, _caller: AdminCaller, session: SessionDep, state: StateDep) -> JobOut:
+    """Queues generate → filter → train → guard → index → promote for the task; poll the job for progress."""
+    from ferret.core.db.task import get_task
+    from ferret.core.pipeline.promptagator import PipelineConfig
+    from ferret.workers.dispatch import start_pipeline_job
+
+    task = get_task(session, body.task)
+    job = start_pipeline_job(session, state.settings, task, PipelineConfig(**body.config.model_dump()))
+    return job_out(job)
+
+
+@router.get("/v1/jobs/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404), summary="One job")
+def get_one(_caller: AdminCaller, session: SessionDep, job_id: int = JobId) -> JobOut:
+    from ferret.core.db.job import get_job
+
+    return job_out(get_job(session, job_id))
+
+
+@router.post(
+    "/v1/jobs/{job_id}/cancel",
+    response_model=JobOut,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=error_responses(401, 403, 404, 409),
+    summary="Cancel a job",
+)
+def cancel(_caller: AdminCaller, session: SessionDep, state: StateDep, job_id: int = JobId) -> JobOut:
+    """A queued job is cancelled at once; a running one stops at its next check between batches."""
+    from ferret.workers.dispatch import cancel_job
+
+    return job_out(cancel_job(session, state.settings, job_id))

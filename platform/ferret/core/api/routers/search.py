@@ -1,0 +1,61 @@
+"""``POST /v1/corpora/{corpus}/search``: the caller's groups go into Qdrant's filter, never applied afterwards."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi import APIRouter, Path
+
+from ferret.core.api.auth import SearchCaller
+from ferret.core.api.dependencies import SessionDep, StateDep
+from ferret.core.api.errors import error_responses
+from ferret.core.api.schemas import SearchIn, SearchOut, SearchResultOut
+from ferret.core.search.searcher import Searcher
+
+router = APIRouter(tags=["search"])
+
+
+@router.post(
+    "/v1/corpora/{corpus}/search",
+    response_model=SearchOut,
+    responses=error_responses(401, 403, 404, 409, 413, 422),
+    summary="Search the active index version of a corpus",
+)
+def search(
+    body: SearchIn,
+    caller: SearchCaller,
+    session: SessionDep,
+    state: StateDep,
+    corpus: str = Path(max_length=128),
+) -> SearchOut:
+    """The top ``k`` documents for ``query``, each with its best passage. Only documents shared with one of the
+    key's groups, or public, can be returned; ``filters`` narrow further. 409 when the corpus has no active index."""
+    started = time.perf_counter()
+    mode = body.mode or state.settings.search_mode
+    results = Searcher(session, state.settings, state.backend).search(
+        corpus,
+        body.query,
+        k=body.k,
+        mode=mode,
+        acl_groups=caller.search_groups,
+        filters=body.filters.conditions(),
+    )
+    return SearchOut(
+        corpus=corpus,
+        query=body.query,
+        mode=mode,
+        results=[
+            SearchResultOut(
+                document_id=r.document_id,
+                external_id=r.external_id,
+                title=r.title,
+                text=r.text,
+                score=r.score,
+                passage_id=r.passage_id,
+                source=r.source,
+                metadata=r.metadata,
+            )
+            for r in results
+        ],
+        took_ms=(time.perf_counter() - started) * 1000,
+    )

@@ -1,0 +1,312 @@
+"""Request and response bodies of the HTTP API, with the limits that keep one request cheap and harmless.
+
+Request models forbid unknown fields (a typo is an error, not a silently ignored option) and refuse text that no
+database stores: NUL characters (PostgreSQL rejects them) and lone surrogates (not encodable as UTF-8).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+
+from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.db.models import IndexState, JobState
+from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
+
+MAX_K = 100
+MAX_QUERY_CHARS = 2_000
+INT64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
+
+ExternalId = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+GroupName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+SourceName = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+MetadataKey = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+KeywordValue = Annotated[str, StringConstraints(max_length=1024)]
+KeywordValues = Annotated[list[KeywordValue], Field(min_length=1, max_length=100)]
+CorpusName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+
+
+def _as_utc(value: datetime) -> datetime:
+    # SQLite hands back naive datetimes (stored in UTC): answer with the same instant whatever the database.
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
+
+
+def _unstorable(value: Any) -> str | None:
+    """Why some value (key or value, at any depth) cannot be stored in the database and the index, or None."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "text must not contain NUL characters"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "text must not contain unpaired surrogates"
+    elif isinstance(value, bool):
+        return None
+    elif isinstance(value, int):
+        if not -(2**63) <= value < 2**63:
+            return "integers must fit in 64 bits"
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            return "numbers must be finite"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            reason = _unstorable(key) or _unstorable(item)
+            if reason is not None:
+                return reason
+    elif isinstance(value, list | tuple):
+        for item in value:
+            reason = _unstorable(item)
+            if reason is not None:
+                return reason
+    return None
+
+
+def _refuse_unstorable(data: Any) -> Any:
+    reason = _unstorable(data)
+    if reason is not None:
+        raise ValueError(reason)
+    return data
+
+
+class ApiRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        return _refuse_unstorable(data)
+
+
+class ErrorOut(BaseModel):
+    """Every error: one sentence in ``detail``; request validation errors also list each problem."""
+
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok", "unavailable"]
+    database: str
+    version: str
+
+
+# -- search -----------------------------------------------------------------------------------------------------
+class SearchFilters(ApiRequest):
+    """Conditions every result must meet, applied inside Qdrant's query like the access filter."""
+
+    source: list[SourceName] | None = Field(default=None, min_length=1, max_length=32, description="Any of these.")
+    external_id: list[ExternalId] | None = Field(
+        default=None, min_length=1, max_length=100, description="Any of these documents."
+    )
+    metadata: dict[MetadataKey, KeywordValue | INT64 | KeywordValues] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Metadata key → value (exact match) or list of values (any of them).",
+    )
+
+    def conditions(self) -> dict[str, Any]:
+        """Payload key → value or any-of list, as ``SearchRequest.filters`` takes them."""
+        conditions: dict[str, Any] = {}
+        if self.source is not None:
+            conditions["source"] = list(self.source)
+        if self.external_id is not None:
+            conditions["external_id"] = list(self.external_id)
+        for key, value in self.metadata.items():
+            conditions[f"metadata.{key}"] = value
+        return conditions
+
+
+class SearchIn(ApiRequest):
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    k: int = Field(default=10, ge=1, le=MAX_K, description="Documents to return.")
+    mode: Literal["dense", "sparse", "hybrid"] | None = Field(
+        default=None, description="Default: the server's FERRET_SEARCH_MODE."
+    )
+    filters: SearchFilters = Field(default_factory=SearchFilters)
+
+
+class SearchResultOut(BaseModel):
+    document_id: int
+    external_id: str
+    title: str
+    text: str = Field(description="The best-matching passage of the document.")
+    score: float
+    passage_id: int
+    source: str
+    metadata: dict[str, Any]
+
+
+class SearchOut(BaseModel):
+    corpus: str
+    query: str
+    mode: str
+    results: list[SearchResultOut]
+    took_ms: float
+
+
+# -- push API ---------------------------------------------------------------------------------------------------
+class PushDocumentIn(ApiRequest):
+    external_id: ExternalId
+    title: str = Field(default="", max_length=4_096)
+    text: str = Field(max_length=10_000_000)
+    metadata: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    acl_groups: list[GroupName] = Field(
+        default_factory=lambda: [PUBLIC_GROUP],
+        min_length=1,
+        max_length=64,
+        description="Groups that may see the document; 'public' is everyone.",
+    )
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The source's version: pushing a version already stored is a no-op.",
+    )
+    updated_at: datetime | None = None
+
+
+class PushIn(ApiRequest):
+    source: SourceName = Field(default="push", description="Source within the corpus that owns these documents.")
+    documents: list[PushDocumentIn] = Field(description="Upserted by external id; at most the server's batch limit.")
+
+
+class DeleteIn(ApiRequest):
+    source: SourceName = "push"
+    external_ids: list[ExternalId] = Field(description="Unknown ids are ignored, so a retried delete is harmless.")
+
+
+class SkippedOut(BaseModel):
+    external_id: str
+    reason: str
+
+
+class PushOut(BaseModel):
+    added: int
+    updated: int
+    unchanged: int
+    deleted: int
+    passages_added: int
+    passages_deleted: int
+    skipped: list[SkippedOut]
+
+
+# -- corpora ----------------------------------------------------------------------------------------------------
+class CorpusIn(ApiRequest):
+    name: CorpusName
+    description: str = Field(default="", max_length=2_000)
+    max_passage_tokens: int | None = Field(default=None, ge=32, le=510, description="Default: the server's setting.")
+    passage_overlap_tokens: int | None = Field(default=None, ge=0, le=254, description="Default: the server's.")
+
+
+class CorpusOut(BaseModel):
+    name: str
+    description: str
+    max_passage_tokens: int
+    passage_overlap_tokens: int
+    documents: int
+    passages: int
+    active_index_version: int | None
+    created_at: Timestamp
+
+
+class CorpusList(BaseModel):
+    corpora: list[CorpusOut]
+
+
+# -- tasks ------------------------------------------------------------------------------------------------------
+class TaskIn(TaskSpec):
+    """A retrieval task, as ``ferret task import`` reads it from YAML."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable(cls, data: Any) -> Any:
+        return _refuse_unstorable(data)
+
+
+class TaskOut(BaseModel):
+    name: str
+    corpus: str
+    description: str
+    e_doc: str
+    e_query: str
+    zero_shot: bool
+    generation: GenerationSettings
+    examples: list[ExampleSpec]
+    runs: int
+    created_at: Timestamp
+
+
+class TaskList(BaseModel):
+    tasks: list[TaskOut]
+
+
+# -- jobs -------------------------------------------------------------------------------------------------------
+class PipelineConfigIn(ApiRequest):
+    """``ferret.core.pipeline.promptagator.PipelineConfig`` with bounds (a test keeps the fields in step)."""
+
+    queries_per_doc: int | None = Field(default=None, ge=1, le=8)
+    max_documents: int | None = Field(default=None, ge=1)
+    round_trip: str = Field(default="base", min_length=1, max_length=128)
+    basic_filters: bool = True
+    round_trip_k: int = Field(default=1, ge=1, le=100)
+    best_of_n: bool = False
+    held_out_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
+    learning_rate: float = Field(default=1e-5, gt=0.0, le=1.0)
+    max_steps: int | None = Field(default=None, ge=1)
+    batch_size: int | None = Field(default=None, ge=2, le=4096)
+    base_weight: float = Field(default=0.0, ge=0.0, le=1.0)
+    hard_negatives: Literal["none", "bm25"] = "none"
+    promote: Literal["auto", "force", "never"] = "auto"
+    model_name: str | None = Field(default=None, min_length=1, max_length=128)
+    seed: int = Field(default=13, ge=0, le=2**31 - 1)
+
+
+class JobIn(ApiRequest):
+    task: str = Field(min_length=1, max_length=128, description="Name of the retrieval task to train for.")
+    config: PipelineConfigIn = Field(default_factory=PipelineConfigIn)
+
+
+class JobOut(BaseModel):
+    id: int
+    kind: str
+    corpus_id: int | None
+    state: JobState
+    stage: str
+    progress: float
+    counts: dict[str, Any]
+    params: dict[str, Any]
+    error: str | None
+    cancel_requested: bool
+    result: dict[str, Any] | None
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]
+
+
+# -- index versions ---------------------------------------------------------------------------------------------
+class IndexVersionOut(BaseModel):
+    version: int
+    collection: str
+    model: str
+    state: IndexState
+    passage_count: int
+    point_count: int
+    error: str | None
+    created_at: Timestamp
+    ready_at: Timestamp | None
+    activated_at: Timestamp | None
+
+
+class IndexVersionList(BaseModel):
+    corpus: str
+    versions: list[IndexVersionOut]

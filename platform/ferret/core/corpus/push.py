@@ -1,0 +1,131 @@
+"""The push API's ingestion: a batch of documents upserted and a list of external ids deleted, idempotently.
+
+A pushing connector owns its documents' lifecycle, so nothing is deleted unless named, and the same batch sent
+twice changes nothing the second time: a document whose stored ``version`` equals the pushed one, or whose content
+hash is unchanged, is skipped. Everything else takes the same path as a pull ingest (``Ingestor``): chunked,
+stored, embedded into every live index version before the transaction commits, undone if that fails.
+
+Example:
+    >>> pushed = [PushedDocument(Document(external_id="kb/1", text="..."), version="7")]
+    >>> report = PushIngestor(session, settings, backend, corpus).push("crm", pushed, delete_external_ids=["kb/0"])
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from sqlalchemy.exc import IntegrityError
+
+from ferret.connectors.models import Document as SourceDocument
+from ferret.connectors.models import SkippedItem
+from ferret.core.corpus.ingest import Ingestor, IngestReport
+from ferret.core.db.corpus import get_or_create_source
+from ferret.core.db.document import delete_documents, document_states, passage_ids_of_documents
+from ferret.core.db.models import Document, Passage, utcnow
+from ferret.core.errors import ConflictError, InvalidInputError
+
+PUSH_SOURCE_KIND = "push"
+
+_locks_guard = threading.Lock()
+_corpus_locks: dict[int, threading.Lock] = {}
+
+
+@contextmanager
+def _corpus_lock(corpus_id: int) -> Iterator[None]:
+    """One push at a time per corpus in this process: two batches naming the same new document cannot both insert
+    it, and index updates of one corpus never interleave. Other processes are caught by the unique constraint."""
+    with _locks_guard:
+        lock = _corpus_locks.setdefault(corpus_id, threading.Lock())
+    with lock:
+        yield
+
+
+@dataclass(frozen=True)
+class PushedDocument:
+    document: SourceDocument
+    version: str | None = None
+    """The source's version of the document; the same version pushed again is skipped without comparing content."""
+
+
+class PushIngestor(Ingestor):
+    """The pull ``Ingestor``'s storage and index path, driven by explicit upserts and deletions."""
+
+    def push(
+        self, source_name: str, documents: Sequence[PushedDocument], delete_external_ids: Sequence[str] = ()
+    ) -> IngestReport:
+        both = {pushed.document.external_id for pushed in documents} & set(delete_external_ids)
+        if both:
+            raise InvalidInputError(
+                f"Document {sorted(both)[0]!r} is both upserted and deleted in one request; send one or the other."
+            )
+        with _corpus_lock(self.corpus.id):
+            try:
+                return self._push(source_name, documents, delete_external_ids)
+            except IntegrityError:
+                self.session.rollback()
+                raise ConflictError(
+                    "Another push changed the same documents at the same time; send the batch again."
+                ) from None
+
+    def _push(
+        self, source_name: str, documents: Sequence[PushedDocument], delete_external_ids: Sequence[str]
+    ) -> IngestReport:
+        source = get_or_create_source(self.session, self.corpus, source_name, PUSH_SOURCE_KIND, {})
+        report = IngestReport()
+        known = document_states(
+            self.session,
+            self.corpus,
+            source.name,
+            [pushed.document.external_id for pushed in documents] + list(delete_external_ids),
+        )
+        seen: set[str] = set()
+        new_passages: list[Passage] = []
+        stale_passage_ids: list[int] = []
+        for pushed in documents:
+            item = pushed.document
+            if item.external_id in seen:
+                report.skipped.append(SkippedItem(external_id=item.external_id, reason="duplicate id; first one kept"))
+                continue
+            seen.add(item.external_id)
+            if not item.text.strip():
+                report.skipped.append(SkippedItem(external_id=item.external_id, reason="empty document"))
+                continue
+            existing = known.get(item.external_id)
+            if existing is not None:
+                document_id, content_hash, version = existing
+                if (pushed.version is not None and version == pushed.version) or content_hash == item.content_hash:
+                    if pushed.version is not None and version != pushed.version:
+                        row = self.session.get(Document, document_id)
+                        if row is not None:
+                            row.version = pushed.version  # same content under a new version: remember it
+                    report.unchanged += 1
+                    continue
+                stale_passage_ids.extend(passage_ids_of_documents(self.session, [document_id]))
+                delete_documents(self.session, [document_id])
+                report.updated += 1
+            else:
+                report.added += 1
+            new_passages.extend(self._store(item, source.name, version=pushed.version))
+
+        gone = [known[external_id][0] for external_id in sorted(set(delete_external_ids)) if external_id in known]
+        stale_passage_ids.extend(passage_ids_of_documents(self.session, gone))
+        delete_documents(self.session, gone)
+        report.deleted = len(gone)
+
+        self.session.flush()
+        report.passages_added = len(new_passages)
+        report.passages_deleted = len(stale_passage_ids)
+        added_ids = [passage.id for passage in new_passages]
+        if added_ids or stale_passage_ids:
+            try:
+                self.versions.sync(added_ids, stale_passage_ids)
+            except BaseException:
+                self.session.rollback()
+                self._undo_sync(added_ids, stale_passage_ids)
+                raise
+        source.last_run_at = utcnow()
+        self.session.commit()
+        return report

@@ -1,0 +1,116 @@
+"""Corpora, tasks, index versions and jobs over HTTP, and the OpenAPI document that describes them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+Auth = Callable[[str], dict[str, str]]
+
+
+def test_corpora_list_create_get(client: TestClient, auth: Auth) -> None:
+    listed = client.get("/v1/corpora", headers=auth("search-a")).json()["corpora"]
+    kb = next(c for c in listed if c["name"] == "kb")
+    assert kb["documents"] == 6 and kb["active_index_version"] == 1 and kb["max_passage_tokens"] == 64
+
+    response = client.post("/v1/corpora", json={"name": "notes", "description": "Team notes"}, headers=auth("admin"))
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert (created["name"], created["documents"], created["active_index_version"]) == ("notes", 0, None)
+    assert client.get("/v1/corpora/notes", headers=auth("search-b")).json()["description"] == "Team notes"
+    assert client.post("/v1/corpora", json={"name": "notes"}, headers=auth("admin")).status_code == 409
+    assert client.post("/v1/corpora", json={"name": "Bad Name"}, headers=auth("admin")).status_code == 422
+    overlap = {"name": "x1", "max_passage_tokens": 64, "passage_overlap_tokens": 40}
+    assert client.post("/v1/corpora", json=overlap, headers=auth("admin")).status_code == 422
+    assert client.get("/v1/corpora/nowhere", headers=auth("search-a")).status_code == 404
+
+
+def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    versions = client.get("/v1/corpora/live/index-versions", headers=admin).json()["versions"]
+    assert [(v["version"], v["state"]) for v in versions] == [(1, "ready"), (2, "active")]
+    assert versions[0]["model"] == "base" and versions[1]["point_count"] >= 1
+
+    rolled = client.post("/v1/corpora/live/index-versions/rollback", headers=admin)
+    assert rolled.status_code == 200 and rolled.json()["version"] == 1 and rolled.json()["state"] == "active"
+    search = client.post("/v1/corpora/live/search", json={"query": "fjords"}, headers=auth("search-a"))
+    assert search.status_code == 200 and search.json()["results"][0]["external_id"] == "seed"
+
+    promoted = client.post("/v1/corpora/live/index-versions/2/promote", headers=admin)
+    assert promoted.status_code == 200 and promoted.json()["state"] == "active"
+    assert client.post("/v1/corpora/live/index-versions/9/promote", headers=admin).status_code == 404
+    assert client.post("/v1/corpora/live/index-versions/0/promote", headers=admin).status_code == 422
+    assert client.post("/v1/corpora/kb/index-versions/rollback", headers=admin).status_code == 404
+    assert client.get("/v1/corpora/nowhere/index-versions", headers=admin).status_code == 404
+
+
+def task_body(name: str, examples: int = 2) -> dict[str, Any]:
+    return {
+        "name": name,
+        "corpus": "kb",
+        "description": "Find the volcano document for a question.",
+        "e_doc": "Document",
+        "e_query": "Question",
+        "examples": [
+            {"query": "what comes out of a volcano", "document": "pub-1"},
+            {"query": "when does the museum open", "document_text": "The volcano museum opens at nine."},
+        ][:examples],
+    }
+
+
+def test_tasks_create_list_get_delete(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    response = client.post("/v1/tasks", json=task_body("volcano-qa"), headers=admin)
+    assert response.status_code == 201, response.text
+    task = response.json()
+    assert task["corpus"] == "kb" and task["runs"] == 0 and task["examples"][0]["document"] == "pub-1"
+    assert task["generation"]["queries_per_doc"] == 8
+    assert "volcano-qa" in [t["name"] for t in client.get("/v1/tasks", headers=admin).json()["tasks"]]
+    assert client.get("/v1/tasks/volcano-qa", headers=admin).json() == task
+    assert client.post("/v1/tasks", json=task_body("volcano-qa"), headers=admin).status_code == 409
+
+    one_example = client.post("/v1/tasks", json=task_body("too-few", examples=1), headers=admin)
+    assert one_example.status_code == 422
+    assert one_example.json()["detail"] == (
+        "Task 'too-few' has 1 example; a few-shot task needs 2 to 8 (or make it zero-shot)."
+    )
+    elsewhere = client.post("/v1/tasks", json={**task_body("lost"), "corpus": "nowhere"}, headers=admin)
+    assert elsewhere.status_code == 404
+
+    assert client.delete("/v1/tasks/volcano-qa", headers=admin).status_code == 204
+    assert client.get("/v1/tasks/volcano-qa", headers=admin).status_code == 404
+    assert client.delete("/v1/tasks/volcano-qa", headers=admin).status_code == 404
+
+
+def test_pipeline_config_fields_match_the_pipeline() -> None:
+    from ferret.core.api.schemas import PipelineConfigIn
+    from ferret.core.pipeline.promptagator import PipelineConfig
+
+    fields = {f.name: f.default for f in dataclasses.fields(PipelineConfig)}
+    assert fields == PipelineConfigIn().model_dump()
+
+
+def test_unknown_jobs_are_404(client: TestClient, auth: Auth) -> None:
+    admin = auth("admin")
+    assert client.get("/v1/jobs/987654", headers=admin).status_code == 404
+    assert client.post("/v1/jobs/987654/cancel", headers=admin).status_code == 404
+    assert client.post("/v1/jobs", json={"task": "no-such-task"}, headers=admin).status_code == 404
+    assert client.get("/v1/jobs", params={"state": "sleeping"}, headers=admin).status_code == 422
+    bad = {"task": "x", "config": {"held_out_fraction": 1.0}}
+    assert client.post("/v1/jobs", json=bad, headers=admin).status_code == 422
+
+
+def test_openapi_describes_every_route_with_models_and_security(client: TestClient) -> None:
+    schema = client.get("/openapi.json").json()
+    assert set(schema["components"]["securitySchemes"]) == {"BearerKey", "ApiKeyHeader"}
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            ok = next(code for code in operation["responses"] if code.startswith("2"))
+            if ok != "204":
+                assert "$ref" in str(operation["responses"][ok]), (method, path)
+            if path != "/health":
+                assert operation["security"] == [{"BearerKey": []}, {"ApiKeyHeader": []}], (method, path)
+                assert {"401", "403"} <= set(operation["responses"]), (method, path)
