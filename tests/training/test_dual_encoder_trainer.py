@@ -90,3 +90,21 @@ def test_too_few_pairs_is_a_clear_error(tmp_path: Path) -> None:
         train_dual_encoder(config, ["a", "b"], ["c", "d"])
     with pytest.raises(InvalidInputError, match="one passage"):
         train_dual_encoder(config, ["a", "b"], ["c"])
+
+
+@pytest.mark.slow
+def test_cropping_warm_up_runs_before_the_pairs_and_needs_a_corpus(tmp_path: Path) -> None:
+    base = DualEncoder.load(base_model_path(), device="cpu")
+    corpus = [" ".join([passage] * 3) for _, passage in TOPICS]  # passages of at least 16 words
+    config = DualEncoderTrainingConfig(
+        base_model=str(base_model_path()), output_dir=str(tmp_path / "warm"), learning_rate=2e-4,
+        batch_size=8, max_steps=4, device="cpu", cropping_warmup_steps=2,
+    )  # fmt: skip
+    steps: list[int] = []
+    output = train_dual_encoder(config, *pairs(), corpus=corpus, on_step=lambda step, total, loss: steps.append(step))
+    warmed = DualEncoder.load(output, device="cpu")
+    texts = [passage for _, passage in TOPICS]
+    assert not np.allclose(warmed.encode(texts), base.encode(texts), atol=1e-4)
+    assert steps[-1] == 4  # progress reports the supervised steps only
+    with pytest.raises(InvalidInputError, match="cropping warm-up"):
+        train_dual_encoder(config, *pairs(), corpus=["too short"])

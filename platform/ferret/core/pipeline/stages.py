@@ -213,6 +213,7 @@ def train_stage(
         "learning_rate": config.learning_rate,
         "base_weight": config.base_weight,
         "hard_negatives": config.hard_negatives,
+        "cropping_warmup_steps": config.cropping_warmup_steps,
     }
     overrides.update({k: v for k, v in (("max_steps", config.max_steps), ("batch_size", config.batch_size)) if v})
     training = DualEncoderTrainingConfig.scaled(
@@ -234,6 +235,7 @@ def train_stage(
         [query for query, _ in train],
         [texts[doc_id] for _, doc_id in train],
         negatives=negatives,
+        corpus=list(texts.values()) if config.cropping_warmup_steps else None,
         on_step=lambda step, total, loss: status("training", step / max(total, 1)),
     )
     model = registry.register(state.model_name, path, parent=base)

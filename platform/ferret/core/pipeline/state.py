@@ -41,7 +41,9 @@ class PipelineConfig:
     batch_size: int | None = None
     base_weight: float = 0.0
     hard_negatives: Literal["none", "bm25"] = "none"
-    """BM25 hard negatives: each pair also gets the best BM25 passage that is not its own document."""
+    """BM25 hard negatives: each pair also gets a high BM25 passage that is not its own document."""
+    cropping_warmup_steps: int = 0
+    """Label-free warm-up steps on independent-cropping pairs of the corpus (Contriever) before training."""
     promote: PromoteMode = "auto"
     model_name: str | None = None
     seed: int = 13
@@ -68,6 +70,8 @@ class PipelineConfig:
             raise InvalidInputError("The base weight must be between 0 and 1.")
         if self.round_trip_k < 1:
             raise InvalidInputError("The round-trip K must be at least 1.")
+        if self.cropping_warmup_steps < 0:
+            raise InvalidInputError("The cropping warm-up steps must be at least 0.")
         for name in ("max_steps", "batch_size", "max_documents"):
             value = getattr(self, name)
             if value is not None and value < 1:

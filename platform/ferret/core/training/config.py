@@ -35,6 +35,8 @@ class DualEncoderTrainingConfig:
     base_weight: float = 0.0
     """Weight-space ensembling with the base model (WiSE-FT, Wortsman et al. 2022): final = (1-w)·tuned + w·base."""
     hard_negatives: Literal["none", "bm25"] = "none"
+    cropping_warmup_steps: int = 0
+    """Steps of label-free warm-up on independent-cropping pairs of the corpus (Contriever) before the pairs."""
     device: str | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import torch
 
 from ferret.core.errors import InvalidInputError
 from ferret.core.training.config import DualEncoderTrainingConfig
+from ferret.core.training.cropping import independent_crops
 
 logger = logging.getLogger(__name__)
 
@@ -60,9 +61,12 @@ def train_dual_encoder(
     passages: Sequence[str],
     *,
     negatives: Sequence[str] | None = None,
+    corpus: Sequence[str] | None = None,
     on_step: StepCallback | None = None,
 ) -> Path:
-    """Train, save to ``config.output_dir`` and return it. ``queries[i]`` is answered by ``passages[i]``."""
+    """Train, save to ``config.output_dir`` and return it. ``queries[i]`` is answered by ``passages[i]``.
+
+    ``corpus`` (passage texts) feeds the optional cropping warm-up (``config.cropping_warmup_steps``)."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
 
@@ -104,25 +108,35 @@ def train_dual_encoder(
             if on_step is not None:
                 on_step(state.global_step, state.max_steps, (logs or {}).get("loss"))
 
-    with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:
-        args = SentenceTransformerTrainingArguments(
-            output_dir=scratch,
-            per_device_train_batch_size=batch_size,
-            learning_rate=config.learning_rate,
-            max_steps=config.max_steps,
-            warmup_steps=int(config.warmup_ratio * config.max_steps),
-            seed=config.seed,
-            batch_sampler=BatchSamplers.NO_DUPLICATES,
-            save_strategy="no",
-            report_to="none",
-            logging_steps=max(1, config.max_steps // 20),
-            dataloader_drop_last=True,
-            **_precision_flags(config, device),
-        )
-        trainer = SentenceTransformerTrainer(
-            model=model, args=args, train_dataset=dataset, loss=loss, callbacks=[_Progress()]
-        )
-        trainer.train()
+    def fit(data: Any, steps: int, callbacks: list[Any]) -> None:
+        with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:
+            args = SentenceTransformerTrainingArguments(
+                output_dir=scratch,
+                per_device_train_batch_size=batch_size,
+                learning_rate=config.learning_rate,
+                max_steps=steps,
+                warmup_steps=int(config.warmup_ratio * steps),
+                seed=config.seed,
+                batch_sampler=BatchSamplers.NO_DUPLICATES,
+                save_strategy="no",
+                report_to="none",
+                logging_steps=max(1, steps // 20),
+                dataloader_drop_last=True,
+                **_precision_flags(config, device),
+            )
+            trainer = SentenceTransformerTrainer(
+                model=model, args=args, train_dataset=data, loss=loss, callbacks=callbacks
+            )
+            trainer.train()
+
+    if config.cropping_warmup_steps > 0:
+        # Contriever's independent cropping as a label-free warm-up, then the synthetic pairs.
+        crops = independent_crops(corpus or [], pairs=config.cropping_warmup_steps * batch_size, seed=config.seed)
+        if len(crops) < 2 * batch_size:
+            raise InvalidInputError("The cropping warm-up needs corpus passages of at least 16 words.")
+        fit(Dataset.from_dict({"anchor": [a for a, _ in crops], "positive": [b for _, b in crops]}),
+            config.cropping_warmup_steps, [])  # fmt: skip
+    fit(dataset, config.max_steps, [_Progress()])
     if config.base_weight > 0:
         average_with_base(model, config.base_model, config.base_weight)
     output = Path(config.output_dir)
