@@ -53,6 +53,7 @@ from speed_support import (
     measure,
     open_platform,
     open_session,
+    sentence_points,
 )
 
 API_CONCURRENCY = (1, 8, 32)
@@ -69,7 +70,6 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
     from ferret.core.db.models import IndexState, utcnow
     from ferret.core.encoder.registry import ModelRegistry
     from ferret.core.index.sparse import SparseEncoder
-    from ferret.core.index.types import IndexPoint, point_id
     from ferret.core.index.versioned_collection import VersionedCollection
 
     app = open_platform(home)
@@ -91,24 +91,7 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
         corpus = create_corpus(session, SEARCH_CORPUS)
         index_version = create_index_version(session, corpus, model, backend.kind)
         session.commit()
-        points = [
-            IndexPoint(
-                id=point_id(corpus.id, i + 1),
-                dense=vectors[i],
-                sparse=sparse[i],
-                payload={
-                    "passage_id": i + 1,
-                    "document_id": i + 1,
-                    "external_id": f"{s.dataset}:{s.doc_id}:{s.ordinal}",
-                    "source": s.dataset,
-                    "title": "",
-                    "text": s.text,
-                    "acl_groups": ["public"],
-                    "metadata": {},
-                },
-            )
-            for i, s in enumerate(sentences)
-        ]
+        points = sentence_points(corpus.id, sentences, vectors, sparse)
         backend.create_collection(index_version.collection, encoder.dimension)
         console.print(f"[dim]upserting {len(points)} points, then HNSW build[/dim]")
         started = time.perf_counter()

@@ -35,6 +35,7 @@ from speed_support import (
     measure,
     measure_interleaved,
     open_session,
+    sentence_points,
 )
 
 
@@ -69,7 +70,7 @@ def search_benchmark(
     from ferret.core.db.models import IndexState, utcnow
     from ferret.core.encoder.registry import ModelRegistry
     from ferret.core.index.sparse import SparseEncoder
-    from ferret.core.index.types import DENSE, IndexPoint, SearchRequest, point_id
+    from ferret.core.index.types import DENSE, SearchRequest
     from ferret.core.index.versioned_collection import VersionedCollection
     from ferret.core.search.searcher import Searcher
 
@@ -108,24 +109,7 @@ def search_benchmark(
         corpus = create_corpus(session, f"speed-search-{app.stamp}")
         index_version = create_index_version(session, corpus, model, backend.kind)
         session.commit()
-        points = [
-            IndexPoint(
-                id=point_id(corpus.id, i + 1),
-                dense=vectors[i],
-                sparse=sparse[i],
-                payload={
-                    "passage_id": i + 1,
-                    "document_id": i + 1,
-                    "external_id": f"{s.dataset}:{s.doc_id}:{s.ordinal}",
-                    "source": s.dataset,
-                    "title": "",
-                    "text": s.text,
-                    "acl_groups": ["public"],
-                    "metadata": {},
-                },
-            )
-            for i, s in enumerate(sentences)
-        ]
+        points = sentence_points(corpus.id, sentences, vectors, sparse)
         row_of = {p.id: i for i, p in enumerate(points)}
         collection = index_version.collection
         backend.create_collection(collection, encoder.dimension)

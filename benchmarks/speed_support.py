@@ -335,3 +335,27 @@ def first_documents_connector(datasets: Sequence[Path], limit: int) -> Any:
             return islice(documents(), limit)
 
     return FirstDocuments(path=str(datasets[0]), name="beir")
+
+
+def sentence_points(corpus_id: int, sentences: Sequence[Sentence], vectors: Any, sparse: Sequence[Any]) -> list[Any]:
+    """Index points for benchmark sentences: one public passage per sentence, ids 1..N."""
+    from ferret.core.index.types import IndexPoint, point_id
+
+    return [
+        IndexPoint(
+            id=point_id(corpus_id, i + 1),
+            dense=vectors[i],
+            sparse=sparse[i],
+            payload={
+                "passage_id": i + 1,
+                "document_id": i + 1,
+                "external_id": f"{s.dataset}:{s.doc_id}:{s.ordinal}",
+                "source": s.dataset,
+                "title": "",
+                "text": s.text,
+                "acl_groups": ["public"],
+                "metadata": {},
+            },
+        )
+        for i, s in enumerate(sentences)
+    ]
