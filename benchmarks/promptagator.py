@@ -12,7 +12,9 @@ base | zero-shot trained | few-shot unfiltered | few-shot filtered (Promptagator
 trained on the unfiltered pairs, K=1) | best recipe. "unfiltered" and "filtered" are the naive recipe of
 EVALUATION.md (learning rate 2e-5, batch 32, one epoch, no length/copy filters), the case the guard must refuse.
 ``--variant NAME=JSON`` adds a few-shot row whose pipeline settings are the best recipe's with JSON's keys changed
-(the recipe study: one change at a time). Each trained row reports nDCG@10 dense and hybrid,
+(the recipe study: one change at a time); the key ``example_chars`` changes the prompt instead (a task of its own,
+with its own generation run). A row whose model already exists in ``--home`` is reused, not trained again, so a
+study can grow over several invocations. Each trained row reports nDCG@10 dense and hybrid,
 Recall@100, the guard's estimate, queries generated / kept, and seconds per stage. Generation is shared by the
 rows of one task (the generation run is reused), so only the first few-shot row pays for it.
 """
@@ -76,14 +78,21 @@ def main() -> None:
     from ferret.connectors.beir.connector import BeirConnector
     from ferret.core.cli.context import app_context
     from ferret.core.cli.render import eval_table
+    from ferret.core.corpus.chunking import passage_text
     from ferret.core.corpus.ingest import Ingestor
     from ferret.core.db.corpus import get_or_create_corpus
-    from ferret.core.db.task import find_task
+    from ferret.core.db.model_version import find_model_version
+    from ferret.core.db.synthetic import document_texts, get_run
+    from ferret.core.db.task import example_document, find_task
+    from ferret.core.encoder.registry import ModelRegistry
     from ferret.core.errors import FerretError
     from ferret.core.eval.evaluate import corpus_name_for, evaluate_dataset
     from ferret.core.llm.factory import build_backend
     from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
+    from ferret.core.pipeline.stages import held_out_queries
+    from ferret.core.synth.filters import FilterReport
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
+    from ferret.core.training.guard import GuardEvidence, LabelledQuery, run_guard
 
     console = Console(width=160)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -101,8 +110,12 @@ def main() -> None:
 
         def task(name: str, zero_shot: bool) -> Any:
             max_documents = args.zero_shot_max_documents if zero_shot else None
+            example_chars = int(name.rsplit("-ex", 1)[1]) if "-ex" in name else None
             generation = GenerationSettings(
-                queries_per_doc=args.queries_per_doc, max_documents=max_documents or args.max_documents, seed=args.seed
+                queries_per_doc=args.queries_per_doc,
+                max_documents=max_documents or args.max_documents,
+                seed=args.seed,
+                example_chars=example_chars,
             )
             spec = TaskSpec(
                 name=name,
@@ -128,12 +141,47 @@ def main() -> None:
             "best": ("few-shot", False, best),
         }
         for variant in args.variant:
-            name, _, changes = variant.partition("=")
-            plans[name] = ("few-shot", False, PipelineConfig(**{**best.to_json(), **json.loads(changes)}))
+            name, _, text = variant.partition("=")
+            changes = json.loads(text)
+            task_name = f"few-shot-ex{changes.pop('example_chars')}" if "example_chars" in changes else "few-shot"
+            plans[name] = (task_name, False, PipelineConfig(**{**best.to_json(), **changes}))
             rows.append(name)
+
+        def stored(name: str) -> PipelineResult | None:
+            """The result of a row trained by an earlier invocation on this home, its guard run again with the
+            current guard (so every row is judged the same way)."""
+            model = find_model_version(ctx.session, name)
+            if model is None or not model.training_config or "guard" not in model.metrics:
+                return None
+            run = get_run(ctx.session, model.training_config["generation_run"])
+            config = PipelineConfig(**model.training_config["pipeline"])
+            texts = {d: passage_text(t, b) for d, (t, b) in document_texts(ctx.session, corpus).items()}
+            examples = [
+                LabelledQuery(example.query, document.id)
+                for example in run.task.examples
+                if (document := example_document(ctx.session, run.task, example)) is not None
+            ]
+            held_out = held_out_queries(ctx.session, run, run.task, texts, config.held_out_fraction, config.seed)
+            evidence = GuardEvidence.sample(examples, held_out, texts, distractors=2_000, seed=config.seed)
+            registry = ModelRegistry(ctx.session, ctx.settings)
+            guard = run_guard(registry.encoder(model), registry.encoder(registry.get("base")), evidence)
+            return PipelineResult(
+                run=run,
+                filters=FilterReport(**model.training_config["filters"]),
+                model=model,
+                guard=guard,
+                index_version=None,
+                promoted=False,
+                seconds={"reused": 0.0},
+            )
+
         try:
             for row in rows:
                 task_name, zero_shot, config = plans[row]
+                if (previous := stored(row)) is not None:
+                    console.print(f"[bold]{row}[/bold]: reusing the model trained earlier in this home")
+                    results[row] = previous
+                    continue
                 if row == "filtered" and "unfiltered" not in results:
                     console.print("[yellow]filtered needs the unfiltered row first; skipped[/]")
                     continue
@@ -170,7 +218,8 @@ def main() -> None:
             f"{dense['ndcg@10']:.1f}",
             f"{hybrid['ndcg@10']:.1f}",
             f"{dense['recall@100']:.1f}",
-            f"{guard.candidate.held_out_mrr:.3f} / {guard.reference.held_out_mrr:.3f}",
+            f"{guard.candidate.held_out_mrr:.3f} / {guard.reference.held_out_mrr:.3f} (n={guard.held_out}, "
+            f"low {guard.held_out_gain_low:+.3f})",
             "yes" if guard.passed else "no",
             str(result.filters.considered),
             str(result.filters.kept),

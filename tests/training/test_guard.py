@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ferret.core.encoder.dual_encoder import DualEncoder
@@ -67,3 +68,13 @@ def test_a_model_that_learned_the_task_passes(base: DualEncoder, tmp_path: Path)
     report = run_guard(tuned, base, evidence(), max_example_drop=0.5, min_held_out=1)
     assert report.candidate.held_out_mrr > report.reference.held_out_mrr
     assert report.passed, report.reason
+
+
+def test_bootstrap_bound_needs_a_gain_on_most_queries() -> None:
+    from ferret.core.training.guard import bootstrap_low
+
+    assert bootstrap_low(np.full(60, 0.1)) > 0
+    lucky = np.zeros(60)
+    lucky[:2] = 1.0  # two lucky queries, nothing elsewhere: a mean gain of 0.033 that is not sure
+    assert lucky.mean() > 0.005 and bootstrap_low(lucky) <= 0
+    assert bootstrap_low(np.zeros(0)) == 0.0

@@ -30,8 +30,8 @@ from sqlalchemy.orm import Session
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.db.index_version import LIVE_STATES, active_index_version, list_index_versions
 from ferret.core.db.model_version import find_model_version, get_model_version
-from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, RetrievalTask
-from ferret.core.db.synthetic import document_texts, get_run, training_pairs
+from ferret.core.db.models import Corpus, GenerationRun, IndexVersion, ModelVersion, QueryStatus, RetrievalTask
+from ferret.core.db.synthetic import document_texts, get_run, run_queries, training_pairs
 from ferret.core.db.task import example_document
 from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, NotFoundError
@@ -40,8 +40,9 @@ from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.llm.base import LLMBackend
 from ferret.core.pipeline.state import PipelineState
 from ferret.core.settings import FerretSettings
-from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters
+from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters, length_reason
 from ferret.core.synth.generation import generate
+from ferret.core.synth.query_text import is_near_verbatim_copy, normalize
 from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
 from ferret.core.training.guard import GuardEvidence, GuardReport, GuardScores, LabelledQuery, run_guard
 
@@ -82,6 +83,34 @@ def split_held_out(pairs: list[tuple[str, int]], fraction: float, seed: int) -> 
     return [p for p in pairs if p[1] not in held], [p for p in pairs if p[1] in held]
 
 
+def held_out_queries(
+    session: Session, run: GenerationRun, task: RetrievalTask, texts: dict[int, str], fraction: float, seed: int
+) -> list[LabelledQuery]:
+    """The guard's synthetic evidence: every generated query of the held-out documents that passes the basic checks
+    (length, copy of an example, near-verbatim copy of its document), whatever the recipe's own filters kept. Every
+    recipe of a task is then judged on the same queries, and a recipe that filters hard (round trip) still leaves the
+    guard enough of them."""
+    lengths = length_bounds(task)
+    bounds = FilterConfig(min_words=lengths.get("min_words", 3), max_words=lengths.get("max_words", 40))
+    examples = {normalize(example.query) for example in task.examples}
+    seen: set[tuple[str, int]] = set()
+    evidence = []
+    for query in run_queries(session, run, [QueryStatus.OK, QueryStatus.DROPPED]):
+        key = (normalize(query.text), query.document_id)
+        if (
+            key in seen
+            or not is_held_out(query.document_id, fraction, seed)
+            or query.document_id not in texts
+            or length_reason(query.text, bounds) is not None
+            or key[0] in examples
+            or is_near_verbatim_copy(query.text, texts[query.document_id])
+        ):
+            continue
+        seen.add(key)
+        evidence.append(LabelledQuery(query.text, query.document_id))
+    return evidence
+
+
 def guard_report_from_dict(data: dict[str, Any]) -> GuardReport:
     """A stored guard report (``GuardReport.as_dict``) back as the dataclass."""
     return GuardReport(
@@ -92,6 +121,7 @@ def guard_report_from_dict(data: dict[str, Any]) -> GuardReport:
         examples=int(data["examples"]),
         held_out=int(data["held_out"]),
         documents=int(data["documents"]),
+        held_out_gain_low=float(data.get("held_out_gain_low", 0.0)),
     )
 
 
@@ -269,18 +299,16 @@ def guard_stage(
     task = _task(session, state)
     registry = ModelRegistry(session, settings)
     reference = registry.get(state.reference_model or BASE_MODEL_NAME)
-    _, held_out = split_held_out(
-        training_pairs(session, get_run(session, state.run_id)), config.held_out_fraction, config.seed
-    )
     texts = _document_passages(session, task.corpus)
+    held_out = held_out_queries(
+        session, get_run(session, state.run_id), task, texts, config.held_out_fraction, config.seed
+    )
     examples = []
     for example in task.examples:
         document = example_document(session, task, example)
         if document is not None:
             examples.append(LabelledQuery(example.query, document.id))
-    evidence = GuardEvidence.sample(
-        examples, [LabelledQuery(q, d) for q, d in held_out], texts, distractors=2_000, seed=config.seed
-    )
+    evidence = GuardEvidence.sample(examples, held_out, texts, distractors=2_000, seed=config.seed)
     guard = run_guard(registry.encoder(model), registry.encoder(reference), evidence)
     model.metrics = {"guard": guard.as_dict(), "reference_model": reference.name}
     session.commit()

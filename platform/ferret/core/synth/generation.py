@@ -104,7 +104,9 @@ def judge_completion(
     return Judgement(text, None)
 
 
-def task_prompt_builder(session: Session, task: RetrievalTask, budget: PromptBudget | None = None) -> PromptBuilder:
+def task_prompt_builder(
+    session: Session, task: RetrievalTask, budget: PromptBudget | None = None, *, example_chars: int | None = None
+) -> PromptBuilder:
     """The task's prompts, its examples' documents read from the corpus (or their given text)."""
     examples: list[tuple[str, str]] = []
     for example in task.examples:
@@ -118,7 +120,9 @@ def task_prompt_builder(session: Session, task: RetrievalTask, budget: PromptBud
                 f"no longer in its corpus; export the task, fix the example and import it under a new name."
             )
         examples.append((document_text(document.title, document.body), example.query))
-    return PromptBuilder(task.e_doc, task.e_query, examples, zero_shot=task.zero_shot, budget=budget)
+    return PromptBuilder(
+        task.e_doc, task.e_query, examples, zero_shot=task.zero_shot, budget=budget, example_chars=example_chars
+    )
 
 
 def sample_documents(document_ids: Sequence[int], max_documents: int | None, seed: int) -> list[int]:
@@ -169,7 +173,9 @@ def generate(
     if batch_size < 1:
         raise InvalidInputError("The batch size must be at least 1.")
     settings = run_settings(task, queries_per_doc=queries_per_doc, max_documents=max_documents)
-    builder = task_prompt_builder(session, task, PromptBudget(max_new_tokens=settings.max_tokens))
+    builder = task_prompt_builder(
+        session, task, PromptBudget(max_new_tokens=settings.max_tokens), example_chars=settings.example_chars
+    )
     snapshot = {**settings.model_dump(mode="json"), "backend": getattr(backend, "name", type(backend).__name__)}
     run = None if fresh else resumable_run(session, task, snapshot, include_finished=reuse_finished)
     if run is None:

@@ -51,6 +51,12 @@ class GenerationSettings(BaseModel):
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     max_tokens: int = Field(default=48, ge=4, le=512)
     seed: int = 0
+    example_chars: int | None = Field(
+        default=None,
+        ge=50,
+        description="Cut the examples' documents in the prompt to this many characters (the new document gets the "
+        "rest): small generators copy long examples instead of reading the new document.",
+    )
 
 
 class ExampleSpec(BaseModel):

@@ -5,9 +5,10 @@ were held out of training (their source document is the label). Both models rank
 the same sampled sub-corpus (the labelled documents plus random distractors) by exact inner product, so the
 comparison costs one embedding of a few thousand passages per model, not a full index build.
 
-Decision: the candidate passes when its held-out MRR@10 is at least the reference's plus ``min_gain`` and its
-MRR@10 on the real examples does not fall by more than ``max_example_drop``. The report keeps every number, so a
-forced promotion can say what the guard measured.
+Decision: the candidate passes when its held-out MRR@10 is at least the reference's plus ``min_gain``, the gain is
+there with 95% confidence (the 5th percentile of a paired bootstrap over the held-out queries is above zero: a
+dozen lucky queries must not promote a model), and its MRR@10 on the real examples does not fall by more than
+``max_example_drop``. The report keeps every number, so a forced promotion can say what the guard measured.
 """
 
 from __future__ import annotations
@@ -70,12 +71,24 @@ class GuardReport:
     examples: int
     held_out: int
     documents: int
+    held_out_gain_low: float = 0.0
+    """5th percentile of the candidate's held-out MRR@10 gain over paired bootstrap resamples of the queries."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _scores(encoder: DualEncoder, evidence: GuardEvidence) -> GuardScores:
+def bootstrap_low(differences: np.ndarray, *, rounds: int = 2_000, seed: int = 13) -> float:
+    """5th percentile of the mean of ``differences`` over bootstrap resamples (paired: one difference per query)."""
+    if len(differences) == 0:
+        return 0.0
+    rng = np.random.default_rng(seed)
+    samples = rng.integers(0, len(differences), size=(rounds, len(differences)))
+    return float(np.percentile(differences[samples].mean(axis=1), 5))
+
+
+def _reciprocal_ranks(encoder: DualEncoder, evidence: GuardEvidence) -> tuple[np.ndarray, np.ndarray]:
+    """Reciprocal rank within the top 10 (0 below) of each example's and each held-out query's document."""
     doc_ids = list(evidence.documents)
     position = {doc_id: i for i, doc_id in enumerate(doc_ids)}
     matrix = encoder.encode_passages([evidence.documents[d] for d in doc_ids])
@@ -87,14 +100,17 @@ def _scores(encoder: DualEncoder, evidence: GuardEvidence) -> GuardScores:
         gold = scores[np.arange(len(queries)), [position[q.document_id] for q in queries]]
         return (scores > gold[:, None]).sum(axis=1) + 1  # 1 = the labelled document ranks first
 
-    def mrr10(r: np.ndarray) -> float:
-        return float(np.mean(np.where(r <= 10, 1.0 / r, 0.0))) if len(r) else 0.0
+    def reciprocal(r: np.ndarray) -> np.ndarray:
+        return np.where(r <= 10, 1.0 / np.maximum(r, 1), 0.0)
 
-    held = ranks(evidence.held_out)
+    return reciprocal(ranks(evidence.examples)), reciprocal(ranks(evidence.held_out))
+
+
+def _scores(examples: np.ndarray, held: np.ndarray) -> GuardScores:
     return GuardScores(
-        examples_mrr=mrr10(ranks(evidence.examples)),
-        held_out_mrr=mrr10(held),
-        held_out_recall_at_10=float(np.mean(held <= 10)) if len(held) else 0.0,
+        examples_mrr=float(examples.mean()) if len(examples) else 0.0,
+        held_out_mrr=float(held.mean()) if len(held) else 0.0,
+        held_out_recall_at_10=float(np.mean(held > 0)) if len(held) else 0.0,
     )
 
 
@@ -111,7 +127,10 @@ def run_guard(
     model that lost 0.4 nDCG@10 on NFCorpus), so the guard refuses and says why; a forced promotion still works."""
     if not evidence.held_out and not evidence.examples:
         raise ValueError("the guard needs examples or held-out queries")
-    new, old = _scores(candidate, evidence), _scores(reference, evidence)
+    new_examples, new_held = _reciprocal_ranks(candidate, evidence)
+    old_examples, old_held = _reciprocal_ranks(reference, evidence)
+    new, old = _scores(new_examples, new_held), _scores(old_examples, old_held)
+    low = bootstrap_low(new_held - old_held)
     if len(evidence.held_out) < min_held_out:
         passed, reason = (
             False,
@@ -128,6 +147,14 @@ def run_guard(
                 f"by {min_gain}"
             ),
         )
+    elif low <= 0:
+        passed, reason = (
+            False,
+            (
+                f"held-out MRR@10 {old.held_out_mrr:.3f} → {new.held_out_mrr:.3f}, but the gain is not sure: its 5th "
+                f"percentile over bootstrap resamples is {low:+.3f}"
+            ),
+        )
     elif new.examples_mrr < old.examples_mrr - max_example_drop:
         passed, reason = (
             False,
@@ -142,5 +169,5 @@ def run_guard(
             ),
         )
     return GuardReport(
-        new, old, passed, reason, len(evidence.examples), len(evidence.held_out), len(evidence.documents)
+        new, old, passed, reason, len(evidence.examples), len(evidence.held_out), len(evidence.documents), low
     )
