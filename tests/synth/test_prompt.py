@@ -97,3 +97,15 @@ def test_task_prompt_reads_example_documents_from_the_corpus(session: Session, c
         "Fact: Tea. Tea has caffeine.\n"
         "Question:"
     )
+
+
+def test_short_examples_leave_the_new_document_the_rest_of_the_context() -> None:
+    long_document = "word " * 2_000
+    examples = [(long_document, f"query {i}") for i in range(8)]
+    even = PromptBuilder("Document", "Query", examples)
+    short = PromptBuilder("Document", "Query", examples, example_chars=100)
+    assert all(len(document) <= 100 for document, _ in short.examples)
+    assert short.document_chars > 5 * even.document_chars
+    prompt = short.build(long_document)
+    assert len(prompt) <= short.budget.prompt_chars
+    assert prompt.startswith(short.prefix) and prompt.endswith("\nQuery:")
