@@ -186,7 +186,13 @@ def main() -> None:
                     console.print("[yellow]filtered needs the unfiltered row first; skipped[/]")
                     continue
                 config = PipelineConfig(
-                    **{**config.to_json(), "promote": "never", "model_name": row, "seed": args.seed}
+                    **{
+                        **config.to_json(),
+                        "promote": "never",
+                        "model_name": row,
+                        "seed": args.seed,
+                        "max_documents": args.max_documents,
+                    }
                 )
                 console.print(f"[bold]{row}[/bold]: {config.to_json()}")
                 try:
