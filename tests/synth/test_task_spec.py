@@ -80,6 +80,7 @@ def test_import_export_round_trip(session: Session, corpus: Corpus, tmp_path: Pa
         "temperature": 0.7,
         "max_tokens": 48,
         "seed": 7,
+        "example_chars": None,
     }
     exported = dump_task_spec(task_to_spec(task))
     data = yaml.safe_load(exported)
