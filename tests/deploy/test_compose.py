@@ -177,8 +177,10 @@ def worker_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, st
 
 
 def import_worker_app(kind: str, monkeypatch: pytest.MonkeyPatch) -> Any:
-    """``ferret.workers.apps.<kind>`` imported afresh (the module builds its app from the settings at import)."""
+    """``ferret.workers.apps.<kind>`` imported afresh (the module builds its app from the settings at import), and
+    forgotten after the test: an app built for the stack's broker must not serve later tests."""
     name = f"ferret.workers.apps.{kind}"
+    monkeypatch.setitem(sys.modules, name, sys.modules.get(name))  # restored (or removed) after the test
     monkeypatch.delitem(sys.modules, name, raising=False)
     try:
         module = import_module(name)

@@ -92,6 +92,8 @@ def worker(
     if kind not in WORKER_KINDS:
         raise InvalidInputError(f"--kind must be one of {', '.join(WORKER_KINDS)}, not {kind!r}.")
     settings = get_settings()
+    if not settings.broker_url:
+        raise InvalidInputError("FERRET_BROKER_URL is not set; a worker needs a broker (e.g. redis://host:6379/0).")
     settings.ensure_home()
     ensure_schema(settings)  # the embedded SQLite migrates itself; a server database must be at the newest revision
     worker_kind = WorkerKind(kind)
