@@ -104,9 +104,16 @@ def train_dual_encoder(
     )
 
     class _Progress(TrainerCallback):
+        """Reports after every step (the job's progress writer throttles), so a cancel lands within one step."""
+
+        loss: float | None = None
+
         def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
+            self.loss = (logs or {}).get("loss", self.loss)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             if on_step is not None:
-                on_step(state.global_step, state.max_steps, (logs or {}).get("loss"))
+                on_step(state.global_step, state.max_steps, self.loss)
 
     def fit(data: Any, steps: int, callbacks: list[Any]) -> None:
         with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:
