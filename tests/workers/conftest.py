@@ -322,7 +322,7 @@ class Workers:
         self.started.append(worker)
         return worker
 
-    def wait_ready(self, *workers: WorkerProcess, timeout_s: float = 120.0) -> None:
+    def wait_ready(self, *workers: WorkerProcess, timeout_s: float = 300.0) -> None:
         deadline = time.monotonic() + timeout_s
         for worker in workers:
             while " ready." not in (worker.log.read_text(errors="replace") if worker.log.exists() else ""):
