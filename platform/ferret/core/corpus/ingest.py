@@ -142,22 +142,29 @@ class Ingestor:
             delete_documents(self.session, gone)
             report.deleted = len(gone)
 
-        self.session.flush()
-        report.passages_added = len(new_passages)
-        report.passages_deleted = len(stale_passage_ids)
-        added_ids = [p.id for p in new_passages]
-        try:
-            self.versions.sync(added_ids, stale_passage_ids)
-        except BaseException:
-            self.session.rollback()
-            self._undo_sync(added_ids, stale_passage_ids)
-            raise
+        self._sync_index(report, new_passages, stale_passage_ids)
         source.checkpoint = ConnectorCheckpoint(last_polled_at=started).model_dump(mode="json")
         source.last_run_at = utcnow()
         self.session.commit()
         if self.progress:
             self.progress(report)
         return report
+
+    def _sync_index(self, report: IngestReport, new_passages: list[Passage], stale_passage_ids: list[int]) -> None:
+        """Flush the database changes, count them, and apply them to every live index version; a failed sync rolls
+        the database back and puts the indexes back as they were (nothing half-written)."""
+        self.session.flush()
+        report.passages_added = len(new_passages)
+        report.passages_deleted = len(stale_passage_ids)
+        added_ids = [passage.id for passage in new_passages]
+        if not added_ids and not stale_passage_ids:
+            return
+        try:
+            self.versions.sync(added_ids, stale_passage_ids)
+        except BaseException:
+            self.session.rollback()
+            self._undo_sync(added_ids, stale_passage_ids)
+            raise
 
     def _undo_sync(self, added_ids: list[int], removed_ids: list[int]) -> None:
         """After a failed sync and the database rollback, put every live index back as the database now is:

@@ -115,17 +115,7 @@ class PushIngestor(Ingestor):
         delete_documents(self.session, gone)
         report.deleted = len(gone)
 
-        self.session.flush()
-        report.passages_added = len(new_passages)
-        report.passages_deleted = len(stale_passage_ids)
-        added_ids = [passage.id for passage in new_passages]
-        if added_ids or stale_passage_ids:
-            try:
-                self.versions.sync(added_ids, stale_passage_ids)
-            except BaseException:
-                self.session.rollback()
-                self._undo_sync(added_ids, stale_passage_ids)
-                raise
+        self._sync_index(report, new_passages, stale_passage_ids)
         source.last_run_at = utcnow()
         self.session.commit()
         return report
