@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +74,10 @@ def main() -> None:
     from ferret.core.corpus.chunking import passage_text
     from ferret.core.db.models import QueryStatus
     from ferret.core.db.synthetic import document_texts, latest_run, run_queries
-    from ferret.core.db.task import example_document, find_task
+    from ferret.core.db.task import find_task
     from ferret.core.encoder.registry import ModelRegistry
-    from ferret.core.pipeline.promptagator import is_held_out, length_bounds
-    from ferret.core.synth.filters import FilterConfig, length_reason
-    from ferret.core.synth.query_text import is_near_verbatim_copy
+    from ferret.core.pipeline.promptagator import PipelineConfig, is_held_out
+    from ferret.core.pipeline.stages import guard_evidence
     from ferret.core.synth.retrievers import BM25Retriever
 
     console = Console(width=160)
@@ -99,21 +97,16 @@ def main() -> None:
         held_all: Labelled = [
             (q.text, q.document_id) for q in generated if is_held_out(q.document_id, args.held_out_fraction, args.seed)
         ]
-        bounds = FilterConfig(**length_bounds(task))  # type: ignore[arg-type]
-        held_clean = [
-            (text, doc)
-            for text, doc in held_all
-            if length_reason(text, bounds) is None and not is_near_verbatim_copy(text, texts[doc])
-        ]
+        # The guard's own evidence (the clean held-out queries and the examples), as the pipeline builds it.
+        evidence = guard_evidence(
+            ctx.session, task, run, PipelineConfig(held_out_fraction=args.held_out_fraction, seed=args.seed)
+        )
+        held_clean = [(q.text, q.document_id) for q in evidence.held_out]
+        examples = [(q.text, q.document_id) for q in evidence.examples]
         bm25 = BM25Retriever(raw, depth=10)
         bm25_ranked = bm25([text for text, _ in held_clean])
         held_bm25 = [pair for pair, ranked in zip(held_clean, bm25_ranked, strict=True) if pair[1] in ranked]
         bm25_top1 = [(text, ranked[0]) for (text, _), ranked in zip(held_clean, bm25_ranked, strict=True) if ranked]
-        examples: Labelled = []
-        for example in task.examples:
-            document = example_document(ctx.session, task, example)
-            if document is not None:
-                examples.append((example.query, document.id))
         signals = {
             "held-all": held_all,
             "held-clean": held_clean,
@@ -184,5 +177,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    tempfile.gettempdir()
     main()

@@ -78,21 +78,20 @@ def main() -> None:
     from ferret.connectors.beir.connector import BeirConnector
     from ferret.core.cli.context import app_context
     from ferret.core.cli.render import eval_table
-    from ferret.core.corpus.chunking import passage_text
     from ferret.core.corpus.ingest import Ingestor
     from ferret.core.db.corpus import get_or_create_corpus
     from ferret.core.db.model_version import find_model_version
-    from ferret.core.db.synthetic import document_texts, get_run
-    from ferret.core.db.task import example_document, find_task
+    from ferret.core.db.synthetic import get_run
+    from ferret.core.db.task import find_task
     from ferret.core.encoder.registry import ModelRegistry
     from ferret.core.errors import FerretError
     from ferret.core.eval.evaluate import corpus_name_for, evaluate_dataset
     from ferret.core.llm.factory import build_backend
     from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
-    from ferret.core.pipeline.stages import held_out_queries
+    from ferret.core.pipeline.stages import guard_evidence
     from ferret.core.synth.filters import FilterReport
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
-    from ferret.core.training.guard import GuardEvidence, LabelledQuery, run_guard
+    from ferret.core.training.guard import run_guard
 
     console = Console(width=160)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -154,15 +153,7 @@ def main() -> None:
             if model is None or not model.training_config or "guard" not in model.metrics:
                 return None
             run = get_run(ctx.session, model.training_config["generation_run"])
-            config = PipelineConfig(**model.training_config["pipeline"])
-            texts = {d: passage_text(t, b) for d, (t, b) in document_texts(ctx.session, corpus).items()}
-            examples = [
-                LabelledQuery(example.query, document.id)
-                for example in run.task.examples
-                if (document := example_document(ctx.session, run.task, example)) is not None
-            ]
-            held_out = held_out_queries(ctx.session, run, run.task, texts, config.held_out_fraction, config.seed)
-            evidence = GuardEvidence.sample(examples, held_out, texts, distractors=2_000, seed=config.seed)
+            evidence = guard_evidence(ctx.session, run.task, run, PipelineConfig(**model.training_config["pipeline"]))
             registry = ModelRegistry(ctx.session, ctx.settings)
             guard = run_guard(registry.encoder(model), registry.encoder(registry.get("base")), evidence)
             return PipelineResult(

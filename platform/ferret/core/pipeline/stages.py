@@ -38,7 +38,7 @@ from ferret.core.errors import ConflictError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.llm.base import LLMBackend
-from ferret.core.pipeline.state import PipelineState
+from ferret.core.pipeline.state import PipelineConfig, PipelineState
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters, length_reason
 from ferret.core.synth.generation import generate
@@ -283,6 +283,19 @@ def train_stage(
     return state.advance("train", time.perf_counter() - started, reference_model=reference)
 
 
+def guard_evidence(session: Session, task: RetrievalTask, run: GenerationRun, config: PipelineConfig) -> GuardEvidence:
+    """What the guard judges a candidate on: the task's examples and the clean held-out queries of ``run``, ranked
+    among a seeded sample of the corpus."""
+    texts = _document_passages(session, task.corpus)
+    held_out = held_out_queries(session, run, task, texts, config.held_out_fraction, config.seed)
+    examples = [
+        LabelledQuery(example.query, document.id)
+        for example in task.examples
+        if (document := example_document(session, task, example)) is not None
+    ]
+    return GuardEvidence.sample(examples, held_out, texts, distractors=2_000, seed=config.seed)
+
+
 def guard_stage(
     session: Session, settings: FerretSettings, state: PipelineState, status: Status = _quiet
 ) -> PipelineState:
@@ -299,16 +312,7 @@ def guard_stage(
     task = _task(session, state)
     registry = ModelRegistry(session, settings)
     reference = registry.get(state.reference_model or BASE_MODEL_NAME)
-    texts = _document_passages(session, task.corpus)
-    held_out = held_out_queries(
-        session, get_run(session, state.run_id), task, texts, config.held_out_fraction, config.seed
-    )
-    examples = []
-    for example in task.examples:
-        document = example_document(session, task, example)
-        if document is not None:
-            examples.append(LabelledQuery(example.query, document.id))
-    evidence = GuardEvidence.sample(examples, held_out, texts, distractors=2_000, seed=config.seed)
+    evidence = guard_evidence(session, task, get_run(session, state.run_id), config)
     guard = run_guard(registry.encoder(model), registry.encoder(reference), evidence)
     model.metrics = {"guard": guard.as_dict(), "reference_model": reference.name}
     session.commit()
