@@ -4,7 +4,6 @@ over HTTP with it, and a revoked key is refused."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,12 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ferret.core.cli.main import app
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from ferret_testing import free_port
 
 
 @pytest.fixture

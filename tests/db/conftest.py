@@ -11,7 +11,6 @@ import os
 import pwd
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, pool, text
+
+from ferret_testing import free_port, skip_or_fail
 
 DATABASE = "ferret_test"
 
@@ -43,13 +44,6 @@ def _find_bin_dir() -> Path:
         "PostgreSQL server binaries not found (no /usr/lib/postgresql/*/bin/pg_ctl, no pg_ctl on PATH): "
         "install the Debian package `postgresql`."
     )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def start_postgres(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
@@ -92,7 +86,7 @@ def start_postgres(tmp_dir: Path) -> tuple[str, Callable[[], None]]:
 
     port = 0
     for attempt in range(3):  # Another process may take the free port between the probe and the start.
-        port = _free_port()
+        port = free_port()
         options = (
             f"-F -c fsync=off -c synchronous_commit=off -c full_page_writes=off -p {port} "
             f"-c listen_addresses=127.0.0.1 -k {tmp_dir}"
@@ -130,9 +124,7 @@ def postgres_url() -> Iterator[str]:
         try:
             url, stop = start_postgres(tmp_dir)
         except PostgresNotInstalled as error:
-            if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
-                pytest.fail(f"{error} CI must run the PostgreSQL tests.", pytrace=False)
-            pytest.skip(str(error))
+            skip_or_fail(str(error), "`make system-deps` installs PostgreSQL")
         try:
             yield url
         finally:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,7 @@ import pytest
 
 from ferret.core.llm.base import LLMError
 from ferret.core.llm.local_backend import default_generator_path
+from ferret_testing import free_port, skip_or_fail
 
 FEW_SHOT_PROMPT = (
     "Document: The Eiffel Tower was completed in 1889 for the World's Fair in Paris.\n"
@@ -41,24 +40,6 @@ FEW_SHOT_PROMPT = (
     "Document: {document}\n"
     "Query:"
 )
-
-
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip on a workstation; fail under CI, which must run every test."""
-    if _ci():
-        pytest.fail(f"{reason} CI must run the generator tests (`make test` installs it).", pytrace=False)
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @pytest.fixture(scope="session")

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -44,6 +43,7 @@ from ferret.core.db.job import get_job
 from ferret.core.db.models import Document, Job, Passage
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
+from ferret_testing import free_port, skip_or_fail
 
 TOPICS: list[tuple[str, str]] = [
     ("Paris", "Paris is the capital and largest city of France, on the river Seine."),
@@ -72,24 +72,6 @@ TOPICS: list[tuple[str, str]] = [
 QUESTIONS = ["what is {t}", "tell me about {t}", "{t} explained", "facts about {t}"]
 
 
-def _ci() -> bool:
-    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
-
-
-def skip_or_fail(reason: str) -> None:
-    """Skip on a workstation; fail under CI, which must run every test."""
-    if _ci():
-        pytest.fail(f"{reason} CI must run the worker tests (`make system-deps` installs it).", pytrace=False)
-    pytest.skip(reason)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 # -- redis-server ------------------------------------------------------------------------------------------------
 
 
@@ -109,7 +91,7 @@ def redis_server() -> Iterator[RedisServer]:
         "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
     )
     if binary is None:
-        skip_or_fail("redis-server is not installed (Debian package `redis-server`).")
+        skip_or_fail("redis-server is not installed (Debian package `redis-server`).", "`make system-deps` installs it")
         raise AssertionError("unreachable")
     folder = Path(tempfile.mkdtemp(prefix="ferret-redis-"))
     port = free_port()
