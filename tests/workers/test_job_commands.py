@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,7 +12,7 @@ from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
 from ferret.core.cli.main import app
-from ferret.core.db.job import create_job, get_job, start_attempt
+from ferret.core.db.job import create_job, get_job, set_celery_id, start_attempt
 from ferret.core.db.models import JobState
 from ferret.workers.apps.base import celery_config
 from ferret.workers.names import QUEUE_OF_TASK, Queue, TaskName, WorkerKind
@@ -39,6 +42,19 @@ def test_jobs_list_show_and_cancel(ferret_home: Path, session: Session) -> None:
 
     missing = runner.invoke(app, ["jobs", "show", "999"])
     assert missing.exit_code == 1 and "Job 999 does not exist" in missing.output
+
+
+def test_a_command_marks_failed_the_embedded_job_of_an_exited_process(ferret_home: Path, session: Session) -> None:
+    """A `ferret` process that ran a job in a thread was killed: the next command shows the job failed."""
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    job_id = create_job(session, "pipeline").id
+    set_celery_id(session, job_id, f"embedded:{socket.gethostname()}:{exited.stdout.strip()}")
+    start_attempt(session, job_id, "train")
+    session.commit()
+
+    shown = runner.invoke(app, ["jobs", "show", str(job_id)])
+    assert shown.exit_code == 0 and f"job {job_id} (pipeline): failed" in shown.output
+    assert "exited before it finished" in shown.output
 
 
 def test_worker_refuses_an_unknown_kind_and_a_missing_broker(

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+
 import pytest
 
 from ferret.core.db.corpus import create_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.db.job import (
+    ORPHANED_ERROR,
     create_job,
+    embedded_owner,
     fail_job,
+    fail_orphaned_jobs,
     finish_job,
     get_job,
     list_jobs,
     mark_cancelled,
     request_cancel,
+    set_celery_id,
     start_attempt,
     update_progress,
 )
@@ -117,3 +126,34 @@ def test_progress_reporter_throttles_and_raises_on_cancel(job_database_url: str)
     now[0] = 0.8
     with pytest.raises(JobCancelled, match=f"Job {job_id} was cancelled"):
         progress("training", 0.9)
+
+
+def test_embedded_jobs_of_an_exited_process_are_marked_failed(job_database_url: str) -> None:
+    exited = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_owner = f"embedded:{socket.gethostname()}:{exited.stdout.strip()}"
+    with session_scope(job_database_url) as session:
+        ids = {name: create_job(session, "pipeline").id for name in ("dead", "alive", "other-host", "done", "celery")}
+        session.commit()
+        for name, owner in {
+            "dead": dead_owner,
+            "alive": embedded_owner(),  # this process: still running its thread
+            "other-host": f"embedded:elsewhere.example:{os.getpid() + 999_999}",  # cannot be checked from here
+            "done": dead_owner,
+            "celery": "job-5-generate",
+        }.items():
+            set_celery_id(session, ids[name], owner)
+            start_attempt(session, ids[name], "generate")
+        finish_job(session, ids["done"])
+        session.commit()
+
+        assert fail_orphaned_jobs(session) == [ids["dead"]]
+        session.commit()
+        dead = get_job(session, ids["dead"])
+        assert dead.state == JobState.FAILED and dead.error == ORPHANED_ERROR and dead.finished_at
+        assert {name: get_job(session, job_id).state for name, job_id in ids.items() if name != "dead"} == {
+            "alive": JobState.RUNNING,
+            "other-host": JobState.RUNNING,
+            "done": JobState.SUCCEEDED,
+            "celery": JobState.RUNNING,
+        }
+        assert fail_orphaned_jobs(session) == []  # already failed: nothing more to do

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.core.db.job import create_job, fail_job, request_cancel, set_celery_id
+from ferret.core.db.job import create_job, embedded_owner, fail_job, request_cancel, set_celery_id
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, Job, RetrievalTask
 from ferret.core.errors import ConflictError, FerretError
@@ -166,7 +166,14 @@ def _send(session: Session, settings: FerretSettings, job: Job, send: Callable[[
 
 
 def _run_in_thread(session: Session, job: Job, work: Callable[[], None]) -> Job:
-    """Embedded mode: the job runs in a daemon thread of this process (it stops with the process)."""
+    """Embedded mode: the job runs in a daemon thread of this process.
+
+    It stops with the process; the job row names this process, so that the next Ferret process on this host marks
+    it failed (``fail_orphaned_jobs``) rather than leaving it "running".
+    """
+    set_celery_id(session, job.id, embedded_owner())
+    session.commit()
+    session.refresh(job)
     thread = threading.Thread(target=work, name=f"ferret-job-{job.id}", daemon=True)
     _threads[job.id] = thread
     thread.start()

@@ -28,6 +28,7 @@ from ferret.core.api.routers import corpora, documents, index_versions, jobs, se
 from ferret.core.api.schemas import HealthOut
 from ferret.core.cli.context import ensure_schema
 from ferret.core.db.engine import get_engine
+from ferret.core.db.job import fail_orphaned_jobs
 from ferret.core.index.factory import open_backend
 from ferret.core.settings import FerretSettings, get_settings
 
@@ -49,12 +50,12 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings.ensure_home()
         ensure_schema(settings)
+        sessions = sessionmaker(get_engine(settings.database_url), expire_on_commit=False)
+        with sessions() as session:  # embedded jobs of a process that has exited (this server before a restart)
+            fail_orphaned_jobs(session)
+            session.commit()
         backend = open_backend(settings)
-        app.state.ferret = ApiState(
-            settings=settings,
-            sessions=sessionmaker(get_engine(settings.database_url), expire_on_commit=False),
-            backend=backend,
-        )
+        app.state.ferret = ApiState(settings=settings, sessions=sessions, backend=backend)
         try:
             yield
         finally:

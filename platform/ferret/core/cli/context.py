@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy.orm import Session
 
 from ferret.core.db.engine import session_scope
+from ferret.core.db.job import fail_orphaned_jobs
 from ferret.core.errors import FerretError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.factory import open_backend
@@ -43,6 +44,8 @@ def app_context() -> Iterator[AppContext]:
     backend = open_backend(settings)
     try:
         with session_scope(settings.database_url) as session:
+            if fail_orphaned_jobs(session):  # embedded jobs of a process that has exited
+                session.commit()
             yield AppContext(settings, session, backend)
     finally:
         backend.close()

@@ -13,6 +13,8 @@ Example:
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +28,11 @@ FINISHED_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 """A job in one of these states never runs again."""
 
 _STAGE_LENGTH = 64  # Job.stage is String(64)
+
+EMBEDDED_PREFIX = "embedded:"
+"""``celery_id`` of a job run in-process (embedded mode): ``embedded:<host>:<pid>`` of the process running it."""
+
+ORPHANED_ERROR = "The process that ran this job in embedded mode exited before it finished; start the job again."
 
 
 def create_job(
@@ -190,3 +197,36 @@ def request_cancel(session: Session, job_id: int) -> Job:
         update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(cancel_requested=True, updated_at=now)
     )
     return get_job(session, job_id)
+
+
+def embedded_owner() -> str:
+    """The ``celery_id`` that marks a job as run by a thread of this process (embedded mode)."""
+    return f"{EMBEDDED_PREFIX}{socket.gethostname()}:{os.getpid()}"
+
+
+def fail_orphaned_jobs(session: Session) -> list[int]:
+    """Mark failed the unfinished embedded-mode jobs of this host whose process is gone; returns their ids.
+
+    An embedded job runs in a daemon thread, so it dies with its process (a restart, Ctrl-C) and would otherwise
+    stay "running" for ever. Jobs of other hosts are left alone: their processes cannot be checked from here.
+    """
+    prefix = f"{EMBEDDED_PREFIX}{socket.gethostname()}:"
+    rows = session.execute(
+        select(Job.id, Job.celery_id).where(Job.state.not_in(FINISHED_STATES), Job.celery_id.startswith(prefix))
+    ).all()
+    orphaned = [job_id for job_id, owner in rows if not _process_alive(owner.removeprefix(prefix))]
+    for job_id in orphaned:
+        fail_job(session, job_id, ORPHANED_ERROR)
+    return orphaned
+
+
+def _process_alive(pid: str) -> bool:
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by another user
+        return True
+    return True

@@ -196,7 +196,7 @@ class Job(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     celery_id: Mapped[str | None] = mapped_column(String(255), default=None)
-    """Id of the Celery task or chain running the job (None in embedded mode)."""
+    """Id of the Celery task or chain running the job; ``embedded:<host>:<pid>`` in embedded mode."""
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     """Set by a cancel; a running stage polls it between batches and stops."""
     attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
