@@ -114,3 +114,35 @@ def test_openapi_describes_every_route_with_models_and_security(client: TestClie
             if path != "/health":
                 assert operation["security"] == [{"BearerKey": []}, {"ApiKeyHeader": []}], (method, path)
                 assert {"401", "403"} <= set(operation["responses"]), (method, path)
+
+
+def test_api_keys_create_list_revoke(client: TestClient, auth: Auth, visible: dict[str, set[str]]) -> None:
+    admin = auth("admin")
+    body = {"name": "http-made", "scopes": ["search"], "acl_groups": ["b"]}
+    response = client.post("/v1/api-keys", json=body, headers=admin)
+    assert response.status_code == 201, response.text
+    created = response.json()
+    assert created["key"].startswith(f"fk_{created['prefix']}_") and created["scopes"] == ["search"]
+    made = {"Authorization": f"Bearer {created['key']}"}
+    # The new key searches with its own groups, and nothing more.
+    hits = client.post("/v1/corpora/kb/search", json={"query": "volcano", "k": 20}, headers=made).json()["results"]
+    assert {hit["external_id"] for hit in hits} == visible["b"]
+    assert client.get("/v1/api-keys", headers=made).status_code == 403
+
+    listed = client.get("/v1/api-keys", headers=admin).json()["keys"]
+    assert "http-made" in {key["name"] for key in listed} and "revoked" not in {key["name"] for key in listed}
+    assert all("key" not in key and "key_hash" not in key for key in listed)  # secrets are never listed
+    every = client.get("/v1/api-keys", params={"include_revoked": True}, headers=admin).json()["keys"]
+    assert next(key for key in every if key["name"] == "revoked")["revoked_at"] is not None
+
+    assert client.post("/v1/api-keys", json=body, headers=admin).status_code == 409
+    for bad in ({**body, "name": "Bad Name"}, {**body, "scopes": ["root"]}, {**body, "scopes": []}):
+        assert client.post("/v1/api-keys", json=bad, headers=admin).status_code == 422, bad
+
+    revoked = client.delete("/v1/api-keys/http-made", headers=admin)
+    assert revoked.status_code == 200 and revoked.json()["revoked_at"] is not None
+    assert client.post("/v1/corpora/kb/search", json={"query": "volcano"}, headers=made).status_code == 401
+    assert client.delete("/v1/api-keys/http-made", headers=admin).status_code == 200  # again: nothing changes
+    assert client.delete("/v1/api-keys/nobody", headers=admin).status_code == 404
+    own = client.delete("/v1/api-keys/admin", headers=admin)
+    assert own.status_code == 409 and "key of this request" in own.json()["detail"]

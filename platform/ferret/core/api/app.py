@@ -24,7 +24,7 @@ from sqlalchemy.orm import sessionmaker
 from ferret.core.api.body_limit import BodySizeLimitMiddleware
 from ferret.core.api.dependencies import ApiState, StateDep
 from ferret.core.api.errors import install_error_handlers
-from ferret.core.api.routers import corpora, documents, index_versions, jobs, search, tasks
+from ferret.core.api.routers import api_keys, corpora, documents, index_versions, jobs, search, tasks
 from ferret.core.api.schemas import HealthOut
 from ferret.core.cli.context import ensure_schema
 from ferret.core.db.engine import get_engine
@@ -64,7 +64,7 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
     app = FastAPI(title="Ferret", version=version("ferret"), description=DESCRIPTION, lifespan=lifespan)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.api_max_body_bytes)
     install_error_handlers(app)
-    for module in (search, documents, corpora, tasks, jobs, index_versions):
+    for module in (search, documents, corpora, tasks, jobs, index_versions, api_keys):
         app.include_router(module.router)
 
     @app.get(

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from ferret.connectors.models import PUBLIC_GROUP
-from ferret.core.db.models import IndexState, JobState
+from ferret.core.db.models import ApiKeyScope, IndexState, JobState
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
 
 MAX_K = 100
@@ -311,3 +311,33 @@ class IndexVersionOut(BaseModel):
 class IndexVersionList(BaseModel):
     corpus: str
     versions: list[IndexVersionOut]
+
+
+# -- API keys ---------------------------------------------------------------------------------------------------
+ApiKeyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,127}$")]
+
+
+class ApiKeyIn(ApiRequest):
+    name: ApiKeyName
+    scopes: list[ApiKeyScope] = Field(min_length=1, max_length=3, description="`admin` implies the others.")
+    acl_groups: list[GroupName] = Field(
+        default_factory=list, max_length=100, description="Search sees documents of these groups and public ones."
+    )
+
+
+class ApiKeyOut(BaseModel):
+    name: str
+    prefix: str = Field(description="The public head of the key (`fk_<prefix>_…`), to tell keys apart in logs.")
+    scopes: list[str]
+    acl_groups: list[str]
+    created_at: Timestamp
+    last_used_at: Timestamp | None
+    revoked_at: Timestamp | None
+
+
+class ApiKeyCreated(ApiKeyOut):
+    key: str = Field(description="The key itself: shown this once, never stored (only its SHA-256 is).")
+
+
+class ApiKeyList(BaseModel):
+    keys: list[ApiKeyOut]
