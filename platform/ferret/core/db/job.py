@@ -214,7 +214,7 @@ def fail_orphaned_jobs(session: Session) -> list[int]:
     rows = session.execute(
         select(Job.id, Job.celery_id).where(Job.state.not_in(FINISHED_STATES), Job.celery_id.startswith(prefix))
     ).all()
-    orphaned = [job_id for job_id, owner in rows if not _process_alive(owner.removeprefix(prefix))]
+    orphaned = [job_id for job_id, owner in rows if not _process_alive(str(owner).removeprefix(prefix))]
     for job_id in orphaned:
         fail_job(session, job_id, ORPHANED_ERROR)
     return orphaned
