@@ -9,8 +9,10 @@ Usage:
 
 Few-shot examples come from the train split only (a fixed-seed sample, recorded in the output). Rows: BM25 |
 base | zero-shot trained | few-shot unfiltered | few-shot filtered (Promptagator: round trip with the retriever
-trained on the unfiltered pairs, K=1) | best recipe. "unfiltered" and "filtered" are the naive recipe of
-EVALUATION.md (learning rate 2e-5, batch 32, one epoch, no length/copy filters), the case the guard must refuse.
+trained on the unfiltered pairs, K=1) | best recipe (Ferret's defaults: examples cut to 250 characters in the
+prompt, length/copy filters, round trip with the base model at K=10, lr 1e-5, WiSE-FT 0.5). "unfiltered" and
+"filtered" are the naive recipe of EVALUATION.md (whole examples, learning rate 2e-5, batch 32, one epoch, no
+length/copy filters), the case the guard must refuse.
 ``--variant NAME=JSON`` adds a few-shot row whose pipeline settings are the best recipe's with JSON's keys changed
 (the recipe study: one change at a time); the key ``example_chars`` changes the prompt instead (a task of its own,
 with its own generation run). A row whose model already exists in ``--home`` is reused, not trained again, so a
@@ -132,17 +134,17 @@ def main() -> None:
 
         llm = build_backend(ctx.settings)
         naive = {"basic_filters": False, "learning_rate": 2e-5, "batch_size": 32}
-        best = PipelineConfig(round_trip="base", round_trip_k=3, base_weight=0.5)
+        best = PipelineConfig()  # Ferret's default recipe
         plans = {
             "zero-shot": ("zero-shot", True, best),
             "unfiltered": ("few-shot", False, PipelineConfig(round_trip="none", **naive)),  # type: ignore[arg-type]
             "filtered": ("few-shot", False, PipelineConfig(round_trip="unfiltered", round_trip_k=1, **naive)),  # type: ignore[arg-type]
-            "best": ("few-shot", False, best),
+            "best": ("few-shot-ex250", False, best),  # the default prompt: examples cut to 250 characters
         }
         for variant in args.variant:
             name, _, text = variant.partition("=")
             changes = json.loads(text)
-            task_name = f"few-shot-ex{changes.pop('example_chars')}" if "example_chars" in changes else "few-shot"
+            task_name = f"few-shot-ex{changes.pop('example_chars', 250)}"
             plans[name] = (task_name, False, PipelineConfig(**{**best.to_json(), **changes}))
             rows.append(name)
 

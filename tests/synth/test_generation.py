@@ -104,7 +104,7 @@ def test_generates_every_document_in_batches(
         "temperature": 0.7,
         "max_tokens": 48,
         "seed": 0,
-        "example_chars": None,
+        "example_chars": 250,
         "backend": "scripted",
     }
     assert len(training_pairs(session, run)) == 20

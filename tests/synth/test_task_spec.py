@@ -80,14 +80,14 @@ def test_import_export_round_trip(session: Session, corpus: Corpus, tmp_path: Pa
         "temperature": 0.7,
         "max_tokens": 48,
         "seed": 7,
-        "example_chars": None,
+        "example_chars": 250,
     }
     exported = dump_task_spec(task_to_spec(task))
     data = yaml.safe_load(exported)
     original = yaml.safe_load(TASK_YAML)
     assert data["examples"][0] == {**original["examples"][0], "source": "beir"}
     assert data["examples"][2] == original["examples"][2]
-    assert data["generation"] == {**original["generation"], "temperature": 0.7, "max_tokens": 48}
+    assert data["generation"] == {**original["generation"], "temperature": 0.7, "max_tokens": 48, "example_chars": 250}
     assert {key: data[key] for key in ("name", "corpus", "description", "e_doc", "e_query", "zero_shot")} == {
         "name": "facts-questions",
         "corpus": "facts",

@@ -31,7 +31,9 @@ def run(
     ] = "base",
     learning_rate: Annotated[float, typer.Option(help="Fine-tuning learning rate.")] = 1e-5,
     max_steps: Annotated[int | None, typer.Option(help="Training steps (default scaled to the data).")] = None,
-    base_weight: Annotated[float, typer.Option(help="Average the tuned weights with the base (0-1).")] = 0.0,
+    round_trip_k: Annotated[int, typer.Option(help="Keep a query when its document is in its top K.")] = 10,
+    base_weight: Annotated[float, typer.Option(help="Average the tuned weights with the base (0-1).")] = 0.5,
+    hard_negatives: Annotated[str, typer.Option(help="none, or bm25: one BM25 hard negative per pair.")] = "none",
     promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = "auto",
     model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
     queue: Annotated[
@@ -45,10 +47,16 @@ def run(
         raise InvalidInputError(f"--promote must be one of {', '.join(_PROMOTE)}.")
     if not 0.0 <= base_weight <= 1.0:
         raise InvalidInputError("--base-weight must be between 0 and 1.")
+    if hard_negatives not in ("none", "bm25"):
+        raise InvalidInputError("--hard-negatives must be none or bm25.")
+    if round_trip_k < 1:
+        raise InvalidInputError("--round-trip-k must be at least 1.")
     config = PipelineConfig(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
         round_trip=round_trip,
+        round_trip_k=round_trip_k,
+        hard_negatives=cast(Literal["none", "bm25"], hard_negatives),
         learning_rate=learning_rate,
         max_steps=max_steps,
         base_weight=base_weight,

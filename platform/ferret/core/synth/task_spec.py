@@ -52,10 +52,10 @@ class GenerationSettings(BaseModel):
     max_tokens: int = Field(default=48, ge=4, le=512)
     seed: int = 0
     example_chars: int | None = Field(
-        default=None,
+        default=250,
         ge=50,
         description="Cut the examples' documents in the prompt to this many characters (the new document gets the "
-        "rest): small generators copy long examples instead of reading the new document.",
+        "rest): small generators copy long examples instead of reading the new document. None: whole examples.",
     )
 
 
