@@ -69,6 +69,15 @@ def test_a_model_that_learned_the_task_passes(base: DualEncoder, tmp_path: Path)
     assert report.candidate.held_out_mrr > report.reference.held_out_mrr
     assert report.passed, report.reason
 
+    # The veto: a candidate that ranks an independent retriever's labels much worse than the active model is
+    # refused whatever else it gains. Here the base model is the candidate against the tuned one, on labels only
+    # the tuned model knows.
+    known = evidence()
+    vetoed = GuardEvidence(known.examples, known.held_out, known.documents, bm25_labelled=known.held_out)
+    report = run_guard(base, tuned, vetoed, max_example_drop=1.0, min_held_out=1, min_gain=-1.0)
+    assert report.candidate.bm25_agreement_mrr < report.reference.bm25_agreement_mrr - 0.01
+    assert not report.passed and "agrees less with BM25" in report.reason
+
 
 def test_bootstrap_bound_needs_a_gain_on_most_queries() -> None:
     from ferret.core.training.guard import bootstrap_low

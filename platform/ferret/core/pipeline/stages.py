@@ -293,7 +293,15 @@ def guard_evidence(session: Session, task: RetrievalTask, run: GenerationRun, co
         for example in task.examples
         if (document := example_document(session, task, example)) is not None
     ]
-    return GuardEvidence.sample(examples, held_out, texts, distractors=2_000, seed=config.seed)
+    bm25_first = BM25Retriever.for_corpus(session, task.corpus, depth=1)([q.text for q in held_out])
+    bm25_labelled = [
+        LabelledQuery(query.text, ranked[0])
+        for query, ranked in zip(held_out, bm25_first, strict=True)
+        if ranked and ranked[0] in texts
+    ]
+    return GuardEvidence.sample(
+        examples, held_out, texts, distractors=2_000, seed=config.seed, bm25_labelled=bm25_labelled
+    )
 
 
 def guard_stage(

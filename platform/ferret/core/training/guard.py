@@ -8,14 +8,18 @@ comparison costs one embedding of a few thousand passages per model, not a full 
 Decision: the candidate passes when its held-out MRR@10 is at least the reference's plus ``min_gain``, the gain is
 there with 95% confidence (the 5th percentile of a paired bootstrap over the held-out queries is above zero: a
 dozen lucky queries must not promote a model), and its MRR@10 on the real examples does not fall by more than
-``max_example_drop``. The report keeps every number, so a forced promotion can say what the guard measured.
+``max_example_drop``. A veto comes first: the candidate must not rank BM25's first document of the held-out
+queries much worse than the reference (``max_bm25_drop``). On SciFact that was the only label-free signal with the
+sign of the true nDCG difference for every model (benchmarks/RESULTS.md, guard study); the held-out queries alone
+scored a model that lost 3.7 nDCG@10 the same as ones that gained. The report keeps every number, so a forced
+promotion can say what the guard measured.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +41,8 @@ class GuardEvidence:
     """Filtered synthetic queries of documents excluded from training."""
     documents: dict[int, str]
     """Sub-corpus to rank over: document id → passage text (title + text); holds every labelled document."""
+    bm25_labelled: list[LabelledQuery] = field(default_factory=list)
+    """The held-out queries labelled with BM25's first document over the whole corpus (an independent retriever)."""
 
     @classmethod
     def sample(
@@ -47,12 +53,13 @@ class GuardEvidence:
         *,
         distractors: int = 2_000,
         seed: int = 13,
+        bm25_labelled: Sequence[LabelledQuery] = (),
     ) -> GuardEvidence:
-        labelled = {q.document_id for q in [*examples, *held_out]}
+        labelled = {q.document_id for q in [*examples, *held_out, *bm25_labelled]}
         others = sorted(set(corpus) - labelled)
         chosen = random.Random(seed).sample(others, min(distractors, len(others)))
         documents = {doc_id: corpus[doc_id] for doc_id in sorted(labelled | set(chosen)) if doc_id in corpus}
-        return cls(list(examples), list(held_out), documents)
+        return cls(list(examples), list(held_out), documents, list(bm25_labelled))
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,8 @@ class GuardScores:
     examples_mrr: float
     held_out_mrr: float
     held_out_recall_at_10: float
+    bm25_agreement_mrr: float = 0.0
+    """MRR@10 of BM25's first document for the held-out queries."""
 
 
 @dataclass(frozen=True)
@@ -87,8 +96,9 @@ def bootstrap_low(differences: np.ndarray, *, rounds: int = 2_000, seed: int = 1
     return float(np.percentile(differences[samples].mean(axis=1), 5))
 
 
-def _reciprocal_ranks(encoder: DualEncoder, evidence: GuardEvidence) -> tuple[np.ndarray, np.ndarray]:
-    """Reciprocal rank within the top 10 (0 below) of each example's and each held-out query's document."""
+def _reciprocal_ranks(encoder: DualEncoder, evidence: GuardEvidence) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Reciprocal rank within the top 10 (0 below) of the labelled document of each example, each held-out query
+    and each BM25-labelled held-out query."""
     doc_ids = list(evidence.documents)
     position = {doc_id: i for i, doc_id in enumerate(doc_ids)}
     matrix = encoder.encode_passages([evidence.documents[d] for d in doc_ids])
@@ -103,14 +113,19 @@ def _reciprocal_ranks(encoder: DualEncoder, evidence: GuardEvidence) -> tuple[np
     def reciprocal(r: np.ndarray) -> np.ndarray:
         return np.where(r <= 10, 1.0 / np.maximum(r, 1), 0.0)
 
-    return reciprocal(ranks(evidence.examples)), reciprocal(ranks(evidence.held_out))
+    return (
+        reciprocal(ranks(evidence.examples)),
+        reciprocal(ranks(evidence.held_out)),
+        reciprocal(ranks(evidence.bm25_labelled)),
+    )
 
 
-def _scores(examples: np.ndarray, held: np.ndarray) -> GuardScores:
+def _scores(examples: np.ndarray, held: np.ndarray, bm25: np.ndarray) -> GuardScores:
     return GuardScores(
         examples_mrr=float(examples.mean()) if len(examples) else 0.0,
         held_out_mrr=float(held.mean()) if len(held) else 0.0,
         held_out_recall_at_10=float(np.mean(held > 0)) if len(held) else 0.0,
+        bm25_agreement_mrr=float(bm25.mean()) if len(bm25) else 0.0,
     )
 
 
@@ -122,14 +137,15 @@ def run_guard(
     min_gain: float = 0.005,
     max_example_drop: float = 0.0,
     min_held_out: int = 50,
+    max_bm25_drop: float = 0.01,
 ) -> GuardReport:
     """``min_held_out``: below this many held-out queries the estimate is noise (measured: a dozen queries passed a
     model that lost 0.4 nDCG@10 on NFCorpus), so the guard refuses and says why; a forced promotion still works."""
     if not evidence.held_out and not evidence.examples:
         raise ValueError("the guard needs examples or held-out queries")
-    new_examples, new_held = _reciprocal_ranks(candidate, evidence)
-    old_examples, old_held = _reciprocal_ranks(reference, evidence)
-    new, old = _scores(new_examples, new_held), _scores(old_examples, old_held)
+    new_examples, new_held, new_bm25 = _reciprocal_ranks(candidate, evidence)
+    old_examples, old_held, old_bm25 = _reciprocal_ranks(reference, evidence)
+    new, old = _scores(new_examples, new_held, new_bm25), _scores(old_examples, old_held, old_bm25)
     low = bootstrap_low(new_held - old_held)
     if len(evidence.held_out) < min_held_out:
         passed, reason = (
@@ -137,6 +153,14 @@ def run_guard(
             (
                 f"only {len(evidence.held_out)} held-out queries (at least {min_held_out} are needed to promote "
                 "automatically); generate for more documents or promote by hand"
+            ),
+        )
+    elif evidence.bm25_labelled and new.bm25_agreement_mrr < old.bm25_agreement_mrr - max_bm25_drop:
+        passed, reason = (
+            False,
+            (
+                f"it agrees less with BM25: MRR@10 of BM25's first document for the held-out queries fell from "
+                f"{old.bm25_agreement_mrr:.3f} to {new.bm25_agreement_mrr:.3f} (more than {max_bm25_drop})"
             ),
         )
     elif new.held_out_mrr < old.held_out_mrr + min_gain:
