@@ -24,6 +24,7 @@ rows of one task (the generation run is reused), so only the first few-shot row 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import random
@@ -148,6 +149,12 @@ def main() -> None:
             plans[name] = (task_name, False, PipelineConfig(**{**best.to_json(), **changes}))
             rows.append(name)
 
+        registry = ModelRegistry(ctx.session, ctx.settings)
+
+        @functools.cache
+        def base_encoder() -> Any:
+            return registry.encoder(registry.get("base"))
+
         def stored(name: str) -> PipelineResult | None:
             """The result of a row trained by an earlier invocation on this home, its guard run again with the
             current guard (so every row is judged the same way)."""
@@ -156,8 +163,7 @@ def main() -> None:
                 return None
             run = get_run(ctx.session, model.training_config["generation_run"])
             evidence = guard_evidence(ctx.session, run.task, run, PipelineConfig(**model.training_config["pipeline"]))
-            registry = ModelRegistry(ctx.session, ctx.settings)
-            guard = run_guard(registry.encoder(model), registry.encoder(registry.get("base")), evidence)
+            guard = run_guard(registry.encoder(model), base_encoder(), evidence)
             return PipelineResult(
                 run=run,
                 filters=FilterReport(**model.training_config["filters"]),

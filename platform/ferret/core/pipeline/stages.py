@@ -139,7 +139,12 @@ def _task(session: Session, state: PipelineState) -> RetrievalTask:
 
 
 def _document_passages(session: Session, corpus: Corpus) -> dict[int, str]:
-    return {doc_id: passage_text(title, body) for doc_id, (title, body) in document_texts(session, corpus).items()}
+    return _passage_texts(document_texts(session, corpus))
+
+
+def _passage_texts(documents: dict[int, tuple[str, str]]) -> dict[int, str]:
+    """Document id → the text a model reads (title + text), from ``document_texts``."""
+    return {doc_id: passage_text(title, body) for doc_id, (title, body) in documents.items()}
 
 
 def reference_model_name(session: Session, settings: FerretSettings, corpus: Corpus) -> str:
@@ -286,14 +291,15 @@ def train_stage(
 def guard_evidence(session: Session, task: RetrievalTask, run: GenerationRun, config: PipelineConfig) -> GuardEvidence:
     """What the guard judges a candidate on: the task's examples and the clean held-out queries of ``run``, ranked
     among a seeded sample of the corpus."""
-    texts = _document_passages(session, task.corpus)
+    raw = document_texts(session, task.corpus)  # read once: the passages to rank and BM25's index
+    texts = _passage_texts(raw)
     held_out = held_out_queries(session, run, task, texts, config.held_out_fraction, config.seed)
     examples = [
         LabelledQuery(example.query, document.id)
         for example in task.examples
         if (document := example_document(session, task, example)) is not None
     ]
-    bm25_first = BM25Retriever.for_corpus(session, task.corpus, depth=1)([q.text for q in held_out])
+    bm25_first = BM25Retriever(raw, depth=1)([q.text for q in held_out])
     bm25_labelled = [
         LabelledQuery(query.text, ranked[0])
         for query, ranked in zip(held_out, bm25_first, strict=True)
