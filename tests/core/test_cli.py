@@ -133,6 +133,10 @@ def test_rollback_with_nothing_to_roll_back_is_one_sentence(ferret_home: Path, f
         (["ingest", "--corpus", "docs"], "Give exactly one of --path DIR or --beir DIR."),
         (["ingest", "--corpus", "Bad Name!", "--path", "."], "Corpus name 'Bad Name!' is not valid"),
         (["eval", "--dataset", "/no/such/folder"], "does not exist"),
+        (["pipeline", "run", "--task", "t", "--base-weight", "2"], "The base weight must be between 0 and 1."),
+        (["pipeline", "run", "--task", "t", "--hard-negatives", "dense"], "Hard negatives must be 'none' or 'bm25'"),
+        (["pipeline", "run", "--task", "t", "--round-trip-k", "0"], "The round-trip K must be at least 1."),
+        (["pipeline", "run", "--task", "t", "--promote", "always"], "Promote must be one of auto, force, never"),
     ],
 )
 def test_user_errors_are_one_sentence_and_exit_1(

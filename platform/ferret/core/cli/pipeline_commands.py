@@ -18,7 +18,7 @@ from ferret.core.settings import FerretSettings
 
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
 
-_PROMOTE = ("auto", "force", "never")
+_DEFAULTS = PipelineConfig()
 
 
 @pipeline_app.command("run")
@@ -28,13 +28,19 @@ def run(
     queries_per_doc: Annotated[int | None, typer.Option(help="Queries sampled per document (1-8).")] = None,
     round_trip: Annotated[
         str, typer.Option(help="Round-trip filter retriever: none, bm25, base or a model version name.")
-    ] = "base",
-    learning_rate: Annotated[float, typer.Option(help="Fine-tuning learning rate.")] = 1e-5,
+    ] = _DEFAULTS.round_trip,
+    learning_rate: Annotated[float, typer.Option(help="Fine-tuning learning rate.")] = _DEFAULTS.learning_rate,
     max_steps: Annotated[int | None, typer.Option(help="Training steps (default scaled to the data).")] = None,
-    round_trip_k: Annotated[int, typer.Option(help="Keep a query when its document is in its top K.")] = 10,
-    base_weight: Annotated[float, typer.Option(help="Average the tuned weights with the base (0-1).")] = 0.5,
-    hard_negatives: Annotated[str, typer.Option(help="none, or bm25: one BM25 hard negative per pair.")] = "none",
-    promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = "auto",
+    round_trip_k: Annotated[
+        int, typer.Option(help="Keep a query when its document is in its top K.")
+    ] = _DEFAULTS.round_trip_k,
+    base_weight: Annotated[
+        float, typer.Option(help="Average the tuned weights with the base (0-1).")
+    ] = _DEFAULTS.base_weight,
+    hard_negatives: Annotated[
+        str, typer.Option(help="none, or bm25: one BM25 hard negative per pair.")
+    ] = _DEFAULTS.hard_negatives,
+    promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = _DEFAULTS.promote,
     model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
     queue: Annotated[
         bool, typer.Option("--async", help="Queue it for the workers (needs FERRET_BROKER_URL) and return at once.")
@@ -43,14 +49,6 @@ def run(
     """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote."""
     from ferret.core.llm.factory import build_backend
 
-    if promote not in _PROMOTE:
-        raise InvalidInputError(f"--promote must be one of {', '.join(_PROMOTE)}.")
-    if not 0.0 <= base_weight <= 1.0:
-        raise InvalidInputError("--base-weight must be between 0 and 1.")
-    if hard_negatives not in ("none", "bm25"):
-        raise InvalidInputError("--hard-negatives must be none or bm25.")
-    if round_trip_k < 1:
-        raise InvalidInputError("--round-trip-k must be at least 1.")
     config = PipelineConfig(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
@@ -62,7 +60,7 @@ def run(
         base_weight=base_weight,
         promote=cast(Literal["auto", "force", "never"], promote),
         model_name=model_name,
-    )
+    ).validated()  # one clear sentence for a bad value, before any work
     with app_context() as ctx:
         task_row = get_task(ctx.session, task)
         if queue:
