@@ -22,7 +22,15 @@ from ferret.core.index.backend import IndexBackend
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.server_backend import QdrantServerBackend
 from ferret.core.index.sparse import SparseEncoder
-from ferret.core.index.types import SEARCH_MODES, IndexPoint, SearchHit, SearchMode, SearchRequest, point_id
+from ferret.core.index.types import (
+    SEARCH_MODES,
+    IndexPoint,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SparseVector,
+    point_id,
+)
 
 # qdrant-client's local mode warns that payload indexes do nothing in it; that is expected here.
 pytestmark = [
@@ -484,3 +492,38 @@ def test_search_batch_equals_one_search_per_query(
     for got, expected in zip(batched, single, strict=True):
         assert [hit.id for hit in got] == [hit.id for hit in expected]
         np.testing.assert_allclose([hit.score for hit in got], [hit.score for hit in expected], rtol=1e-5)
+
+
+def test_hybrid_ties_come_back_in_the_same_order_every_time(index_backend: IndexBackend, names: dict[str, str]) -> None:
+    """Dense ranks 1..6 against sparse ranks 2,1,4,3,6,5: reciprocal-rank fusion gives three pairs of equal
+    scores. Qdrant orders equal fused scores through a hash map, so without a tie-break here the order, and at a
+    cut inside a pair the set, changed from one call to the next."""
+    collection = names["v1"]
+    index_backend.create_collection(collection, DIMENSION)
+    dense_scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    sparse_values = [2.0, 3.0, 0.5, 1.0, 0.2, 0.3]
+    points = []
+    for passage_id, (cosine, weight) in enumerate(zip(dense_scores, sparse_values, strict=True), start=1):
+        vector = np.zeros(DIMENSION, dtype=np.float32)
+        vector[:2] = [cosine, np.sqrt(1 - cosine**2)]
+        payload = {"passage_id": passage_id, "document_id": passage_id, "external_id": f"d{passage_id}",
+                   "acl_groups": ["public"], "source": "wiki", "title": "", "text": "", "metadata": {}}  # fmt: skip
+        points.append(IndexPoint(point_id(CORPUS_ID, passage_id), vector, SparseVector([5], [weight]), payload))
+    index_backend.upsert(collection, points)
+    index_backend.finalize(collection)
+    query = np.zeros(DIMENSION, dtype=np.float32)
+    query[0] = 1.0
+
+    def hybrid(limit: int) -> SearchRequest:
+        return SearchRequest(limit=limit, mode="hybrid", dense=query, sparse=SparseVector([5], [1.0]), exact=True)
+
+    full = [external_ids(index_backend.search(collection, hybrid(6))) for _ in range(20)]
+    cut = [external_ids(index_backend.search(collection, hybrid(3))) for _ in range(20)]
+    batched = index_backend.search_batch(collection, [hybrid(3)] * 20)
+
+    assert all(order == full[0] for order in full)
+    assert [set(full[0][i : i + 2]) for i in (0, 2, 4)] == [{"d1", "d2"}, {"d3", "d4"}, {"d5", "d6"}]
+    assert all(order == full[0][:3] for order in cut)
+    assert all(external_ids(hits) == full[0][:3] for hits in batched)
+    hits = index_backend.search(collection, hybrid(6))
+    assert [hit.id for hit in hits[:2]] == sorted(hit.id for hit in hits[:2])

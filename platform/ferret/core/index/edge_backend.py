@@ -165,7 +165,7 @@ class EdgeIndexBackend(IndexBackend):
                 qe.Prefetch(limit=request.candidates, query=sparse, filter=query_filter),
             ]
             return qe.QueryRequest(
-                limit=request.limit,
+                limit=request.fetch_limit,
                 prefetches=prefetches,
                 query=qe.Fusion.Rrf(k=request.rrf_k),  # type: ignore[arg-type]  # the stub omits Fusion's variants
                 filter=query_filter,
@@ -184,12 +184,15 @@ class EdgeIndexBackend(IndexBackend):
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
         points = self._shard(self._target(name)).query(self._request(request))
-        return [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+        return request.ranked([SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points])
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         shard = self._shard(self._target(name))
         results = shard.query_batch(qe.QueryBatchRequest([self._request(r) for r in requests]))
-        return [[SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points] for points in results]
+        return [
+            request.ranked([SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points])
+            for request, points in zip(requests, results, strict=True)
+        ]
 
     def close(self) -> None:
         with self._lock:

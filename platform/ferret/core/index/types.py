@@ -88,6 +88,19 @@ class SearchRequest:
         """Depth of each prefetch before fusion."""
         return self.prefetch_limit or max(self.limit, 100)
 
+    @property
+    def fetch_limit(self) -> int:
+        """Points to ask Qdrant for. In hybrid mode that is every fused candidate: Qdrant leaves the order of equal
+        fused scores to a hash map (it changes from one call to the next), so :meth:`ranked` breaks ties here."""
+        return 2 * self.candidates if self.mode == "hybrid" else self.limit
+
+    def ranked(self, hits: list[SearchHit]) -> list[SearchHit]:
+        """The hits best first, equal scores in point-id order, cut to ``limit``: the same query gives the same
+        results every time. Reciprocal-rank scores tie often (ranks 1 and 2 fuse to the same score as 2 and 1)."""
+        if self.mode != "hybrid":
+            return hits
+        return sorted(hits, key=lambda hit: (-hit.score, hit.id))[: self.limit]
+
 
 @dataclass(frozen=True)
 class SearchHit:
