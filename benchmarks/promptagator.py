@@ -190,7 +190,8 @@ def main() -> None:
                         "promote": "never",
                         "model_name": row,
                         "seed": args.seed,
-                        "max_documents": args.max_documents,
+                        "queries_per_doc": args.queries_per_doc,
+                        "max_documents": (zero_shot and args.zero_shot_max_documents) or args.max_documents,
                     }
                 )
                 console.print(f"[bold]{row}[/bold]: {config.to_json()}")
