@@ -284,3 +284,19 @@ def test_cli_errors_are_one_sentence(session: Session, corpus: Corpus, args: lis
     text = " ".join(result.output.split())
     assert "Traceback" not in text
     assert "Error:" in text and fragment in text
+
+
+def test_whole_examples_survive_export_and_import(session: Session, corpus: Corpus, tmp_path: Path) -> None:
+    """``example_chars: null`` (whole examples) is written out, not dropped: a dropped key would import as the
+    default (250 characters) and change the prompt."""
+    source = tmp_path / "task.yaml"
+    source.write_text(TASK_YAML.replace("  seed: 7\n", "  seed: 7\n  example_chars: null\n"))
+    task = create_task(session, load_task_spec(source))
+    assert task.generation is not None and task.generation["example_chars"] is None
+
+    data = yaml.safe_load(dump_task_spec(task_to_spec(task)))
+    data["name"] = "facts-whole"
+    copy = create_task(session, parse_task_spec(data))
+
+    assert data["generation"]["example_chars"] is None
+    assert task_to_spec(copy).generation.example_chars is None

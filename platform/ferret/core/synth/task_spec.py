@@ -116,6 +116,8 @@ def load_task_spec(path: Path) -> TaskSpec:
 
 def dump_task_spec(spec: TaskSpec) -> str:
     data = spec.model_dump(mode="json", exclude_none=True)
+    # A null generation setting means something (no cap, whole examples): dropped, it would import as the default.
+    data["generation"] = spec.generation.model_dump(mode="json")
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
 
 
