@@ -184,15 +184,12 @@ class EdgeIndexBackend(IndexBackend):
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
         points = self._shard(self._target(name)).query(self._request(request))
-        return request.ranked([SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points])
+        return request.hits(points)
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         shard = self._shard(self._target(name))
         results = shard.query_batch(qe.QueryBatchRequest([self._request(r) for r in requests]))
-        return [
-            request.ranked([SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points])
-            for request, points in zip(requests, results, strict=True)
-        ]
+        return [request.hits(points) for request, points in zip(requests, results, strict=True)]
 
     def close(self) -> None:
         with self._lock:

@@ -140,15 +140,12 @@ class QdrantServerBackend(IndexBackend):
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
         response = self.client.query_points(name, with_payload=True, **self._query(request))
-        return request.ranked([SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points])
+        return request.hits(response.points)
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         batch = [models.QueryRequest(with_payload=True, **self._batch_query(r)) for r in requests]
         responses = self.client.query_batch_points(name, requests=batch)
-        return [
-            request.ranked([SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in response.points])
-            for request, response in zip(requests, responses, strict=True)
-        ]
+        return [request.hits(response.points) for request, response in zip(requests, responses, strict=True)]
 
     def _batch_query(self, request: SearchRequest) -> dict[str, Any]:
         query = self._query(request)

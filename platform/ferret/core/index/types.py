@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -91,12 +92,14 @@ class SearchRequest:
     @property
     def fetch_limit(self) -> int:
         """Points to ask Qdrant for. In hybrid mode that is every fused candidate: Qdrant leaves the order of equal
-        fused scores to a hash map (it changes from one call to the next), so :meth:`ranked` breaks ties here."""
+        fused scores to a hash map (it changes from one call to the next), so :meth:`hits` breaks ties here."""
         return 2 * self.candidates if self.mode == "hybrid" else self.limit
 
-    def ranked(self, hits: list[SearchHit]) -> list[SearchHit]:
-        """The hits best first, equal scores in point-id order, cut to ``limit``: the same query gives the same
-        results every time. Reciprocal-rank scores tie often (ranks 1 and 2 fuse to the same score as 2 and 1)."""
+    def hits(self, points: Iterable[Any]) -> list[SearchHit]:
+        """Qdrant's scored points (Edge's or the client's) as hits, best first, cut to ``limit``. Equal hybrid scores
+        come in point-id order, so the same query gives the same results every time: reciprocal-rank scores tie
+        often (ranks 1 and 2 fuse to the same score as 2 and 1)."""
+        hits = [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
         if self.mode != "hybrid":
             return hits
         return sorted(hits, key=lambda hit: (-hit.score, hit.id))[: self.limit]
