@@ -1,5 +1,6 @@
 """Fixtures of the core tests: the real MiniLM encoder (loaded once), a migrated SQLite database, the embedded
-Qdrant Edge backend, and builders of small document folders and BEIR datasets in ``tmp_path``.
+Qdrant Edge backend, every index backend kind with unique collection names (the index contract), and builders of
+small document folders and BEIR datasets in ``tmp_path``.
 
 Test modules cannot import this conftest (importlib import mode), so helpers travel as fixtures.
 """
@@ -7,15 +8,20 @@ Test modules cannot import this conftest (importlib import mode), so helpers tra
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import QdrantClient
 
 from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.encoder.registry import base_model_path, load_encoder
+from ferret.core.index.backend import IndexBackend
 from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.index.server_backend import QdrantServerBackend
 from ferret.core.index.types import IndexPoint
 from ferret.core.settings import FerretSettings
 
@@ -136,3 +142,41 @@ TINY_BEIR_QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d4
 def tiny_beir(tmp_path: Path) -> Path:
     """Six one-line documents on distinct topics, four queries with one relevant document each."""
     return write_beir(tmp_path / "tiny-beir", TINY_BEIR_CORPUS, TINY_BEIR_QUERIES, TINY_BEIR_QRELS)
+
+
+BACKEND_KINDS = [
+    "embedded",
+    "server-memory",
+    pytest.param(
+        "server-url",
+        marks=[
+            pytest.mark.integration,
+            pytest.mark.skipif(not os.environ.get("FERRET_QDRANT_URL"), reason="FERRET_QDRANT_URL is not set"),
+        ],
+    ),
+]
+
+
+@pytest.fixture(scope="module", params=BACKEND_KINDS)
+def index_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexBackend]:
+    """One backend per kind for the module; every test works in collections of its own (see ``names``)."""
+    backend: IndexBackend
+    if request.param == "embedded":
+        backend = EdgeIndexBackend(tmp_path_factory.mktemp("qdrant"))
+    elif request.param == "server-memory":
+        backend = QdrantServerBackend(QdrantClient(":memory:"))
+    else:
+        backend = QdrantServerBackend(QdrantClient(url=os.environ["FERRET_QDRANT_URL"], timeout=60))
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def names(index_backend: IndexBackend) -> Iterator[dict[str, str]]:
+    """Unique collection and alias names, so a shared real server is left as it was found."""
+    prefix = f"t{uuid.uuid4().hex[:10]}"
+    chosen = {"alias": prefix, "v1": f"{prefix}__v1", "v2": f"{prefix}__v2", "v3": f"{prefix}__v3"}
+    yield chosen
+    index_backend.delete_alias(chosen["alias"])
+    for key in ("v1", "v2", "v3"):
+        index_backend.drop_collection(chosen[key])

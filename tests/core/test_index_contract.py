@@ -1,8 +1,8 @@
 """The one contract every index backend keeps, run against each (after Haystack's ``testing/document_store.py``).
 
-Backends: embedded Qdrant Edge; the server backend over qdrant-client's in-process ``QdrantClient(":memory:")``
-(same client API, aliases included); and, when ``FERRET_QDRANT_URL`` is set, the server backend against that
-real server. Vectors are real MiniLM embeddings and real BM25 sparse vectors.
+Backends (the ``index_backend`` fixture of conftest): embedded Qdrant Edge; the server backend over qdrant-client's
+in-process ``QdrantClient(":memory:")`` (same client API, aliases included); and, when ``FERRET_QDRANT_URL`` is set,
+the server backend against that real server. Vectors are real MiniLM embeddings and real BM25 sparse vectors.
 """
 
 from __future__ import annotations
@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from qdrant_client import QdrantClient
 
 from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.index.backend import IndexBackend
-from ferret.core.index.edge_backend import EdgeIndexBackend
-from ferret.core.index.server_backend import QdrantServerBackend
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import (
     SEARCH_MODES,
@@ -28,7 +25,6 @@ from ferret.core.index.types import (
     SearchHit,
     SearchMode,
     SearchRequest,
-    SparseVector,
     point_id,
 )
 
@@ -128,44 +124,6 @@ def embedded(encoder: DualEncoder) -> Embedded:
         for passage_id, (external_id, title, text, groups, source) in enumerate(DOCUMENTS, start=1)
     ]
     return Embedded(points, sparse, encoder)
-
-
-BACKEND_KINDS = [
-    "embedded",
-    "server-memory",
-    pytest.param(
-        "server-url",
-        marks=[
-            pytest.mark.integration,
-            pytest.mark.skipif(not os.environ.get("FERRET_QDRANT_URL"), reason="FERRET_QDRANT_URL is not set"),
-        ],
-    ),
-]
-
-
-@pytest.fixture(scope="module", params=BACKEND_KINDS)
-def index_backend(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[IndexBackend]:
-    """One backend per kind for the module; every test works in collections of its own (see ``names``)."""
-    backend: IndexBackend
-    if request.param == "embedded":
-        backend = EdgeIndexBackend(tmp_path_factory.mktemp("qdrant"))
-    elif request.param == "server-memory":
-        backend = QdrantServerBackend(QdrantClient(":memory:"))
-    else:
-        backend = QdrantServerBackend(QdrantClient(url=os.environ["FERRET_QDRANT_URL"], timeout=60))
-    yield backend
-    backend.close()
-
-
-@pytest.fixture
-def names(index_backend: IndexBackend) -> Iterator[dict[str, str]]:
-    """Unique collection and alias names, so a shared real server is left as it was found."""
-    prefix = f"t{uuid.uuid4().hex[:10]}"
-    chosen = {"alias": prefix, "v1": f"{prefix}__v1", "v2": f"{prefix}__v2", "v3": f"{prefix}__v3"}
-    yield chosen
-    index_backend.delete_alias(chosen["alias"])
-    for key in ("v1", "v2", "v3"):
-        index_backend.drop_collection(chosen[key])
 
 
 @pytest.fixture
@@ -492,38 +450,3 @@ def test_search_batch_equals_one_search_per_query(
     for got, expected in zip(batched, single, strict=True):
         assert [hit.id for hit in got] == [hit.id for hit in expected]
         np.testing.assert_allclose([hit.score for hit in got], [hit.score for hit in expected], rtol=1e-5)
-
-
-def test_hybrid_ties_come_back_in_the_same_order_every_time(index_backend: IndexBackend, names: dict[str, str]) -> None:
-    """Dense ranks 1..6 against sparse ranks 2,1,4,3,6,5: reciprocal-rank fusion gives three pairs of equal
-    scores. Qdrant orders equal fused scores through a hash map, so without a tie-break here the order, and at a
-    cut inside a pair the set, changed from one call to the next."""
-    collection = names["v1"]
-    index_backend.create_collection(collection, DIMENSION)
-    dense_scores = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
-    sparse_values = [2.0, 3.0, 0.5, 1.0, 0.2, 0.3]
-    points = []
-    for passage_id, (cosine, weight) in enumerate(zip(dense_scores, sparse_values, strict=True), start=1):
-        vector = np.zeros(DIMENSION, dtype=np.float32)
-        vector[:2] = [cosine, np.sqrt(1 - cosine**2)]
-        payload = {"passage_id": passage_id, "document_id": passage_id, "external_id": f"d{passage_id}",
-                   "acl_groups": ["public"], "source": "wiki", "title": "", "text": "", "metadata": {}}  # fmt: skip
-        points.append(IndexPoint(point_id(CORPUS_ID, passage_id), vector, SparseVector([5], [weight]), payload))
-    index_backend.upsert(collection, points)
-    index_backend.finalize(collection)
-    query = np.zeros(DIMENSION, dtype=np.float32)
-    query[0] = 1.0
-
-    def hybrid(limit: int) -> SearchRequest:
-        return SearchRequest(limit=limit, mode="hybrid", dense=query, sparse=SparseVector([5], [1.0]), exact=True)
-
-    full = [external_ids(index_backend.search(collection, hybrid(6))) for _ in range(20)]
-    cut = [external_ids(index_backend.search(collection, hybrid(3))) for _ in range(20)]
-    batched = index_backend.search_batch(collection, [hybrid(3)] * 20)
-
-    assert all(order == full[0] for order in full)
-    assert [set(full[0][i : i + 2]) for i in (0, 2, 4)] == [{"d1", "d2"}, {"d3", "d4"}, {"d5", "d6"}]
-    assert all(order == full[0][:3] for order in cut)
-    assert all(external_ids(hits) == full[0][:3] for hits in batched)
-    hits = index_backend.search(collection, hybrid(6))
-    assert [hit.id for hit in hits[:2]] == sorted(hit.id for hit in hits[:2])
