@@ -111,11 +111,11 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
 
 def prepare_push_corpus(home: Path) -> None:
     """An empty-but-indexed corpus: one seed document, built and promoted, so pushes embed into a live version."""
-    from ferret.connectors.models import Document as SourceDocument
     from ferret.core.corpus.push import PushedDocument, PushIngestor
     from ferret.core.db.corpus import create_corpus
     from ferret.core.encoder.registry import ModelRegistry
     from ferret.core.index.versioned_collection import VersionedCollection
+    from ferret.core.sources.documents import Document as SourceDocument
 
     app = open_platform(home)
     session = open_session(app.settings)
@@ -228,7 +228,7 @@ def api_latencies(base: str, key: str, queries: list[str], mode: str, requests: 
 def push_throughput(base: str, key: str, datasets: Sequence[Path], n_docs: int, batch: int) -> dict[str, Any]:
     from itertools import islice
 
-    from ferret.connectors.beir.loader import iter_corpus
+    from ferret.core.eval.beir import iter_corpus
 
     def records() -> Any:
         for dataset in datasets:

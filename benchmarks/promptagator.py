@@ -42,7 +42,7 @@ NAIVE_ROWS = ("unfiltered", "filtered")
 
 
 def pick_examples(dataset: Path, split: str, count: int, seed: int) -> list[dict[str, str]]:
-    from ferret.connectors.beir.loader import load_qrels, load_queries
+    from ferret.core.eval.beir import load_qrels, load_queries
 
     queries, qrels = load_queries(dataset), load_qrels(dataset, split)
     candidates = sorted(q for q, docs in qrels.items() if q in queries and any(r > 0 for r in docs.values()))
@@ -80,6 +80,7 @@ def main() -> None:
     from rich.table import Table
 
     from ferret.connectors.beir.connector import BeirConnector
+    from ferret.connectors.registry import build_connector
     from ferret.core.cli.context import app_context
     from ferret.core.cli.render import eval_table
     from ferret.core.corpus.ingest import Ingestor
@@ -207,8 +208,8 @@ def main() -> None:
         finally:
             llm.close()
         evaluation = evaluate_dataset(
-            ctx.session, ctx.settings, ctx.backend, args.dataset, split=args.split, corpus_name=corpus_name,
-            models=["base", *results], modes=("dense", "hybrid"),
+            ctx.session, ctx.settings, ctx.backend, args.dataset, connectors=build_connector, split=args.split,
+            corpus_name=corpus_name, models=["base", *results], modes=("dense", "hybrid"),
         )  # fmt: skip
     console.print(eval_table(f"{args.dataset.name} ({args.split})", evaluation))
 

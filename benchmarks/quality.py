@@ -35,9 +35,9 @@ def raw_reference(dataset: Path, split: str) -> dict[str, float]:
     dot-product search over whole documents. Tells chunking/MaxP effects apart from bugs in the platform path."""
     import numpy as np
 
-    from ferret.connectors.beir.loader import iter_corpus, load_qrels, load_queries
     from ferret.core.encoder.dual_encoder import DualEncoder
     from ferret.core.encoder.registry import base_model_path
+    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
     from ferret.core.eval.metrics import evaluate_run
 
     encoder = DualEncoder.load(base_model_path())  # max_seq_length 256, as shipped
@@ -68,6 +68,7 @@ def main() -> None:
     os.environ["FERRET_HOME"] = str(home)
     from rich.console import Console
 
+    from ferret.connectors.registry import build_connector
     from ferret.core.cli.context import app_context
     from ferret.core.cli.render import eval_table
     from ferret.core.eval.evaluate import evaluate_dataset
@@ -84,6 +85,7 @@ def main() -> None:
                 ctx.settings,
                 ctx.backend,
                 dataset,
+                connectors=build_connector,
                 split=args.split,
                 status=lambda m: console.print(f"[dim]{m}[/dim]"),
             )

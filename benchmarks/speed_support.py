@@ -205,7 +205,7 @@ def split_sentences(text: str) -> list[str]:
 
 def corpus_sentences(datasets: Sequence[Path], limit: int) -> list[Sentence]:
     """The first ``limit`` distinct sentences of 5-60 words (titles included) of the datasets' corpora, in order."""
-    from ferret.connectors.beir.loader import iter_corpus
+    from ferret.core.eval.beir import iter_corpus
 
     seen: set[str] = set()
     sentences: list[Sentence] = []
@@ -222,7 +222,7 @@ def corpus_sentences(datasets: Sequence[Path], limit: int) -> list[Sentence]:
 
 def dataset_queries(datasets: Sequence[Path], limit: int) -> list[str]:
     """Distinct query texts (``_id`` and ``text`` only), taken round-robin from the datasets."""
-    from ferret.connectors.beir.loader import load_queries
+    from ferret.core.eval.beir import load_queries
 
     pools = [iter(load_queries(dataset).values()) for dataset in datasets]
     seen: set[str] = set()
@@ -323,8 +323,8 @@ def indexed_vectors_note(indexed_vectors: int, points: int) -> str:
 # -- (a) indexing throughput ---------------------------------------------------------------------------------------
 def first_documents_connector(datasets: Sequence[Path], limit: int) -> Any:
     """A BEIR connector over the first ``limit`` documents of the datasets, one source named ``beir``."""
-    from ferret.connectors.base import ConnectorOutput
     from ferret.connectors.beir.connector import BeirConnector
+    from ferret.core.sources.capabilities import ConnectorOutput
 
     class FirstDocuments(BeirConnector):
         def load_from_source(self) -> ConnectorOutput:

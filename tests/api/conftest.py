@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ferret.connectors.models import Document as SourceDocument
 from ferret.core.api.app import create_app
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.api_key import create_api_key, revoke_api_key
@@ -25,6 +24,7 @@ from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.documents import Document as SourceDocument
 
 # Every document mentions a volcano, so any search for one would return them all without the access filter.
 ACL_DOCUMENTS: list[dict[str, Any]] = [

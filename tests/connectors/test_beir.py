@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ferret.connectors.beir import BeirConnector, iter_corpus, load_qrels, load_queries
-from ferret.connectors.models import Document
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.documents import Document
 
 MakeJsonl = Callable[[Path, list[Any]], Path]
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ferret.connectors.base import LoadConnector, SlimConnector
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.registry import CONNECTORS, build_connector
+from ferret.core.sources.capabilities import LoadConnector, SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 
 
 @pytest.fixture(params=sorted(CONNECTORS))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ferret.connectors.filesystem import FilesystemConnector
-from ferret.connectors.models import Document, SkippedItem
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.documents import Document, SkippedItem
 
 
 def load(root: Path, **config: object) -> dict[str, Document | SkippedItem]:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ferret.connectors.base import BaseConnector
 from ferret.connectors.registry import CONNECTORS, build_connector, get_connector_class, known_kinds
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import BaseConnector
 
 
 @pytest.mark.parametrize("kind", sorted(CONNECTORS))

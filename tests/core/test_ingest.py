@@ -11,9 +11,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ferret.connectors.base import ConnectorOutput, LoadConnector
 from ferret.connectors.filesystem.connector import FilesystemConnector
-from ferret.connectors.models import Document as SourceDocument
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import corpus_counts, create_corpus, get_corpus
@@ -26,6 +24,8 @@ from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import SearchHit, SearchRequest, point_id
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import ConnectorOutput, LoadConnector
+from ferret.core.sources.documents import Document as SourceDocument
 
 FILES: dict[str, str | bytes] = {
     "alpha.txt": "The zanzibar archipelago lies off the coast of Tanzania in the Indian Ocean.",

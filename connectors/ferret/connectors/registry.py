@@ -14,8 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from ferret.connectors.base import BaseConnector
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import BaseConnector
 
 CONNECTORS: dict[str, tuple[str, str]] = {
     "beir": ("ferret.connectors.beir.connector", "BeirConnector"),

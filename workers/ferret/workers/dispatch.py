@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -125,9 +126,14 @@ def _start_simple(
 ) -> Job:
     session.commit()
     if not settings.broker_url:
+        from ferret.connectors.registry import build_connector
         from ferret.core.jobs import corpus_jobs
 
-        step = corpus_jobs.run_ingest_job if name == TaskName.INGEST_SOURCE else corpus_jobs.run_index_build_job
+        step: Callable[..., Any] = (
+            partial(corpus_jobs.run_ingest_job, connectors=build_connector)
+            if name == TaskName.INGEST_SOURCE
+            else corpus_jobs.run_index_build_job
+        )
         return _run_in_thread(session, job, lambda: _quietly(step, settings, payload))
     from ferret.workers.apps.base import client_app
 

@@ -6,16 +6,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ferret.connectors.base import ConnectorOutput, LoadConnector, SlimConnector
-from ferret.connectors.beir.loader import CORPUS_FILE, iter_corpus
-from ferret.connectors.models import Document
 from ferret.core.errors import InvalidInputError
+from ferret.core.eval.beir import CORPUS_FILE, iter_corpus
+from ferret.core.sources.capabilities import ConnectorOutput, LoadConnector, SlimConnector
+from ferret.core.sources.documents import Document
 
 _CONFIG_KEYS = ("path", "name")
 
 
 class BeirConnector(LoadConnector, SlimConnector):
-    """Documents from ``<path>/corpus.jsonl``; ``ferret.connectors.beir.loader`` reads queries and qrels.
+    """Documents from ``<path>/corpus.jsonl``; ``ferret.core.eval.beir`` reads queries and qrels.
 
     A malformed corpus line raises ``InvalidInputError`` rather than becoming a ``SkippedItem``: a benchmark
     missing documents would report wrong scores.

@@ -11,21 +11,22 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ferret.connectors.base import (
-    ConnectorOutput,
-    LoadConnector,
-    PermissionConnector,
-    PollConnector,
-    SlimConnector,
-)
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
     parse_file,
     unsupported_reason,
 )
-from ferret.connectors.models import PUBLIC_GROUP, Document, SkippedItem
+from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import (
+    ConnectorOutput,
+    LoadConnector,
+    PermissionConnector,
+    PollConnector,
+    SlimConnector,
+)
+from ferret.core.sources.documents import Document, SkippedItem
 
 _MAX_EXTERNAL_ID_CHARS = 1024
 """Longest relative path a document id can hold: the ``max_length`` of ``Document.external_id``."""

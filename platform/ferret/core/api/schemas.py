@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.models import ApiKeyScope, IndexState, JobState
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
 

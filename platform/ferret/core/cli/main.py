@@ -152,6 +152,7 @@ def evaluate(
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
 ) -> None:
     """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side."""
+    from ferret.connectors.registry import build_connector
     from ferret.core.eval.evaluate import evaluate_dataset
 
     if not dataset.is_dir():
@@ -162,6 +163,7 @@ def evaluate(
             ctx.settings,
             ctx.backend,
             dataset,
+            connectors=build_connector,
             split=split,
             models=model or ["base"],
             corpus_name=corpus,

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from ferret.connectors.beir.connector import BeirConnector
-from ferret.connectors.beir.loader import load_queries
+from ferret.connectors.registry import build_connector
 from ferret.core.cli.context import AppContext, app_context
 from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.core.corpus.ingest import Ingestor, IngestReport
@@ -22,6 +22,7 @@ from ferret.core.db.corpus import get_or_create_corpus
 from ferret.core.db.task import find_task
 from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET, DEMO_TASK
 from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.eval.beir import load_queries
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import get_settings
@@ -69,7 +70,14 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
                 models.append(trained)
                 _show_searches(ctx, "the same searches after the pipeline")
         rows = evaluate_dataset(
-            ctx.session, ctx.settings, ctx.backend, DEMO_DATASET, split="test", corpus_name=DEMO_CORPUS, models=models
+            ctx.session,
+            ctx.settings,
+            ctx.backend,
+            DEMO_DATASET,
+            connectors=build_connector,
+            split="test",
+            corpus_name=DEMO_CORPUS,
+            models=models,
         )
         console.print(eval_table(f"demo corpus: {len(load_queries(DEMO_DATASET))} questions", rows))
     console.print(

@@ -16,9 +16,6 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.connectors.base import BaseConnector, LoadConnector, PollConnector, SlimConnector
-from ferret.connectors.models import ConnectorCheckpoint, SkippedItem
-from ferret.connectors.models import Document as SourceDocument
 from ferret.core.corpus.chunking import PassageChunker
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_hashes, passage_ids_of_documents
@@ -28,6 +25,9 @@ from ferret.core.errors import InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import BaseConnector, LoadConnector, PollConnector, SlimConnector
+from ferret.core.sources.documents import ConnectorCheckpoint, SkippedItem
+from ferret.core.sources.documents import Document as SourceDocument
 
 _FLUSH_EVERY = 200
 logger = logging.getLogger(__name__)

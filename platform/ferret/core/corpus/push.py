@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 from sqlalchemy.exc import IntegrityError
 
-from ferret.connectors.models import Document as SourceDocument
-from ferret.connectors.models import SkippedItem
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_states, passage_ids_of_documents
 from ferret.core.db.models import Document, Passage, utcnow
 from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.sources.documents import Document as SourceDocument
+from ferret.core.sources.documents import SkippedItem
 
 PUSH_SOURCE_KIND = "push"
 

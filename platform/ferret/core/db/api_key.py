@@ -21,7 +21,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.models import ApiKey, ApiKeyScope, utcnow
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 

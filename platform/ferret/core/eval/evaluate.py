@@ -1,5 +1,7 @@
 """Side-by-side evaluation of a BEIR-layout dataset: bm25s, then every search mode of each model version.
 
+The corpus enters through the ``beir`` connector that ``connectors`` builds (the runtime passes the registry).
+
 The dataset is ingested into a corpus of its own (incremental, so a second run skips unchanged documents), each
 model gets an index version (an existing live one is reused), and all systems are scored in the same run.
 """
@@ -15,13 +17,12 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.connectors.beir.connector import BeirConnector
-from ferret.connectors.beir.loader import iter_corpus, load_qrels, load_queries
 from ferret.core.corpus.ingest import Ingestor
 from ferret.core.db.corpus import get_or_create_corpus
 from ferret.core.db.index_version import active_index_version, live_index_versions
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion
 from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
 from ferret.core.eval.bm25_baseline import BM25Baseline
 from ferret.core.eval.metrics import evaluate_run
 from ferret.core.index.backend import IndexBackend
@@ -29,6 +30,7 @@ from ferret.core.index.types import SEARCH_MODES, SearchMode
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import ConnectorFactory, LoadConnector
 
 Status = Callable[[str], None]
 
@@ -77,6 +79,7 @@ def evaluate_dataset(
     backend: IndexBackend,
     dataset: Path,
     *,
+    connectors: ConnectorFactory,
     split: str = "test",
     models: Sequence[str] = ("base",),
     modes: Sequence[SearchMode] = SEARCH_MODES,
@@ -103,7 +106,10 @@ def evaluate_dataset(
         passage_overlap_tokens=settings.passage_overlap_tokens,
     )
     status(f"ingesting {dataset} into corpus {corpus.name}")
-    Ingestor(session, settings, backend, corpus).run(BeirConnector(path=str(dataset), name="beir"))
+    source = connectors("beir", path=str(dataset), name="beir")
+    if not isinstance(source, LoadConnector):
+        raise TypeError("the beir connector must be a LoadConnector")
+    Ingestor(session, settings, backend, corpus).run(source)
     registry = ModelRegistry(session, settings)
     searcher = Searcher(session, settings, backend)
     for model_name in models:

@@ -14,24 +14,28 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import LIVE_STATES
 from ferret.core.db.job import get_job, save_result
 from ferret.core.db.models import IndexVersion
+from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.index.factory import open_backend
+from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.jobs.progress import JobProgress
 from ferret.core.jobs.runner import run_simple_job
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import ConnectorFactory
 
 
-def run_ingest_job(settings: FerretSettings, payload: dict[str, Any], *, retry: bool = False) -> dict[str, Any]:
+def run_ingest_job(
+    settings: FerretSettings, payload: dict[str, Any], *, connectors: ConnectorFactory, retry: bool = False
+) -> dict[str, Any]:
     """Payload: job_id, corpus, kind (a connector kind), config (its JSON config), incremental."""
-    from ferret.connectors.registry import build_connector
-    from ferret.core.corpus.ingest import Ingestor, IngestReport
-    from ferret.core.index.factory import open_backend
 
     def work(session: Session, progress: JobProgress) -> dict[str, Any]:
         corpus = get_corpus(session, payload["corpus"])
-        connector = build_connector(payload["kind"], **dict(payload.get("config") or {}))
+        connector = connectors(payload["kind"], **dict(payload.get("config") or {}))
         backend = open_backend(settings)
 
         def show(report: IngestReport) -> None:
@@ -51,9 +55,6 @@ def run_ingest_job(settings: FerretSettings, payload: dict[str, Any], *, retry: 
 
 def run_index_build_job(settings: FerretSettings, payload: dict[str, Any], *, retry: bool = False) -> dict[str, Any]:
     """Payload: job_id, corpus, model (a model version name), promote (bool)."""
-    from ferret.core.encoder.registry import ModelRegistry
-    from ferret.core.index.factory import open_backend
-    from ferret.core.index.versioned_collection import VersionedCollection
 
     def work(session: Session, progress: JobProgress) -> dict[str, Any]:
         corpus = get_corpus(session, payload["corpus"])

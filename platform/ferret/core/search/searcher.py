@@ -18,7 +18,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, find_index_version_by_collection
 from ferret.core.db.models import IndexState, IndexVersion

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Path, status
 
-from ferret.connectors.models import Document as SourceDocument
 from ferret.core.api.auth import IngestCaller
 from ferret.core.api.dependencies import SessionDep, StateDep
 from ferret.core.api.errors import error_responses
@@ -16,6 +15,7 @@ from ferret.core.api.schemas import DeleteIn, PushIn, PushOut, SkippedOut
 from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus
+from ferret.core.sources.documents import Document as SourceDocument
 
 router = APIRouter(tags=["documents"])
 _RESPONSES = error_responses(401, 403, 404, 409, 413, 422)

@@ -16,9 +16,9 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
-from ferret.connectors.models import Document, SkippedItem
+from ferret.core.sources.documents import Document, SkippedItem
 
 ConnectorOutput = Iterator[Document | SkippedItem]
 
@@ -63,3 +63,12 @@ class PermissionConnector(BaseConnector):
     @abstractmethod
     def acl_groups(self, external_id: str) -> list[str]:
         """Groups allowed to see a document."""
+
+
+class ConnectorFactory(Protocol):
+    """How the domain is handed a connector: a source kind and its JSON config in, a connector out.
+
+    ``ferret.connectors.registry.build_connector`` is the implementation the runtime passes in.
+    """
+
+    def __call__(self, kind: str, **config: Any) -> BaseConnector: ...

@@ -9,8 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PUBLIC_GROUP = "public"
-"""ACL group every caller belongs to; a document without explicit groups is public."""
+from ferret.core.acl import PUBLIC_GROUP
 
 
 class Document(BaseModel):
