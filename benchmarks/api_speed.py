@@ -187,7 +187,7 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
     env = {**os.environ, "FERRET_HOME": str(home)}
     env.pop("FERRET_DATABASE_URL", None)
     env.pop("FERRET_QDRANT_URL", None)
-    command = [sys.executable, "-c", "from ferret.core.cli.main import main; main()"]
+    command = [sys.executable, "-c", "from ferret.cli.main import main; main()"]
     server = subprocess.Popen(
         [*command, "serve", "--port", str(port), "--log-level", "warning"], env=env, stderr=subprocess.STDOUT
     )

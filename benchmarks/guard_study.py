@@ -70,7 +70,6 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from ferret.core.cli.context import app_context
     from ferret.core.corpus.chunking import passage_text
     from ferret.core.db.models import QueryStatus
     from ferret.core.db.synthetic import document_texts, latest_run, run_queries
@@ -79,6 +78,7 @@ def main() -> None:
     from ferret.core.pipeline.promptagator import PipelineConfig, is_held_out
     from ferret.core.pipeline.stages import guard_evidence
     from ferret.core.synth.retrievers import BM25Retriever
+    from ferret.runtime.context import app_context
 
     console = Console(width=160)
     results = json.loads(args.results.read_text())

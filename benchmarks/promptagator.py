@@ -79,10 +79,9 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from ferret.cli.render import eval_table
     from ferret.connectors.beir.connector import BeirConnector
     from ferret.connectors.registry import build_connector
-    from ferret.core.cli.context import app_context
-    from ferret.core.cli.render import eval_table
     from ferret.core.corpus.ingest import Ingestor
     from ferret.core.db.corpus import get_or_create_corpus
     from ferret.core.db.model_version import find_model_version
@@ -97,6 +96,7 @@ def main() -> None:
     from ferret.core.synth.filters import FilterReport
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
     from ferret.core.training.guard import run_guard
+    from ferret.runtime.context import app_context
 
     console = Console(width=160)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

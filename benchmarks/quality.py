@@ -68,10 +68,10 @@ def main() -> None:
     os.environ["FERRET_HOME"] = str(home)
     from rich.console import Console
 
+    from ferret.cli.render import eval_table
     from ferret.connectors.registry import build_connector
-    from ferret.core.cli.context import app_context
-    from ferret.core.cli.render import eval_table
     from ferret.core.eval.evaluate import evaluate_dataset
+    from ferret.runtime.context import app_context
 
     console = Console()
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

@@ -296,9 +296,9 @@ class Platform:
 
 
 def open_platform(home: Path) -> Platform:
-    from ferret.core.cli.context import ensure_schema
     from ferret.core.index.edge_backend import EdgeIndexBackend
     from ferret.core.settings import FerretSettings
+    from ferret.runtime.context import ensure_schema
 
     settings = FerretSettings(home=home, qdrant_url=None)
     settings.ensure_home()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from ferret.core.api.app import create_app
+from ferret.api.app import create_app
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.api_key import create_api_key, revoke_api_key
 from ferret.core.db.corpus import create_corpus

@@ -17,7 +17,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.python.asgi import shutdown_lifespans
 
-from ferret.core.api.app import create_app
+from ferret.api.app import create_app
 from ferret.core.settings import FerretSettings
 
 # The OpenAPI document depends on no data, so the schema is read from an app that never starts; the requests go to

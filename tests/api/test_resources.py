@@ -86,7 +86,7 @@ def test_tasks_create_list_get_delete(client: TestClient, auth: Auth) -> None:
 
 
 def test_pipeline_config_fields_match_the_pipeline() -> None:
-    from ferret.core.api.schemas import PipelineConfigIn
+    from ferret.api.schemas import PipelineConfigIn
     from ferret.core.pipeline.promptagator import PipelineConfig
 
     fields = {f.name: f.default for f in dataclasses.fields(PipelineConfig)}

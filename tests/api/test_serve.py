@@ -15,7 +15,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from ferret.core.cli.main import app
+from ferret.cli.main import app
 from ferret_testing import free_port
 
 
@@ -53,7 +53,7 @@ def test_apikey_commands_and_serve(home: Path) -> None:
     env = {**os.environ, "FERRET_HOME": str(home)}
     serve = ["serve", "--port", str(port), "--log-level", "warning"]
     server = subprocess.Popen(
-        [sys.executable, "-c", "from ferret.core.cli.main import main; main()", *serve],
+        [sys.executable, "-c", "from ferret.cli.main import main; main()", *serve],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

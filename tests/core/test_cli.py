@@ -1,7 +1,7 @@
 """The ``ferret`` command line on a fresh FERRET_HOME: ingest, index, search, eval, and user errors.
 
 Two entry points: ``app`` (the typer app, driven by typer's CliRunner) and ``main`` (the console script
-``ferret = ferret.core.cli.main:main``), which is where a FerretError becomes one sentence and exit code 1.
+``ferret = ferret.cli.main:main``), which is where a FerretError becomes one sentence and exit code 1.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ferret.core.cli.main import app, main
+from ferret.cli.main import app, main
 from ferret.core.encoder.dual_encoder import DualEncoder
 
 runner = CliRunner()
@@ -224,7 +224,7 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from ferret.core.cli.main import main; main()",
+            "from ferret.cli.main import main; main()",
             "quickstart",
             "--home",
             str(home),

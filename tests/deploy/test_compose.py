@@ -349,7 +349,7 @@ def _invocations() -> list[tuple[str, list[str]]]:
 def test_each_ferret_command_in_the_stack_exists_in_the_cli(service: str, arguments: list[str]) -> None:
     from typer.main import get_command
 
-    from ferret.core.cli.main import app
+    from ferret.cli.main import app
 
     command: Any = get_command(app)
     position = 0

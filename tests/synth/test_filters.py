@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from ferret.core.cli.main import app
+from ferret.cli.main import app
 from ferret.core.db.models import Corpus, Document, GenerationRun, QueryStatus, RetrievalTask, SyntheticQuery
 from ferret.core.db.synthetic import create_run, training_pairs
 from ferret.core.errors import InvalidInputError

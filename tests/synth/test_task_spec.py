@@ -13,7 +13,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from ferret.core.cli.main import app
+from ferret.cli.main import app
 from ferret.core.db.models import Corpus, Document, RetrievalTask, TaskExample
 from ferret.core.db.task import example_document, get_task
 from ferret.core.errors import ConflictError, FerretError, InvalidInputError, NotFoundError

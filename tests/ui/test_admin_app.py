@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from ferret.connectors.filesystem.connector import FilesystemConnector
-from ferret.core.cli.context import app_context
 from ferret.core.corpus.ingest import Ingestor
 from ferret.core.db.corpus import create_corpus, get_corpus
 from ferret.core.db.index_version import list_index_versions
@@ -17,6 +16,7 @@ from ferret.core.db.models import IndexState, Job, JobState, RetrievalTask, Task
 from ferret.core.db.task import add_task
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.runtime.context import app_context
 
 pytest.importorskip("streamlit", reason="the admin needs the ui extra: pip install -e '.[ui]'")
 

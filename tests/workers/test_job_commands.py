@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy.orm import Session
 from typer.testing import CliRunner
 
-from ferret.core.cli.main import app
+from ferret.cli.main import app
 from ferret.core.db.job import create_job, get_job, set_celery_id, start_attempt
 from ferret.core.db.models import JobState
 from ferret.workers.apps.base import celery_config

@@ -1,4 +1,6 @@
-"""Ferret's domain: settings, database, corpus, encoder, index, search, evaluation and the CLI."""
+"""Ferret's domain: settings, database, sources, corpus, encoder, index, search, evaluation, training, pipelines and
+jobs. It imports nothing from the faces (ferret.cli, ferret.api, ferret.ui), the adapters (ferret.connectors,
+ferret.workers) or the composition root (ferret.runtime)."""
 
 from importlib.metadata import PackageNotFoundError, version
 

@@ -25,6 +25,7 @@ from ferret.core.db.job import create_job, embedded_owner, fail_job, request_can
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, Job, RetrievalTask
 from ferret.core.errors import ConflictError, FerretError
+from ferret.core.jobs.queue import JobQueue
 from ferret.core.pipeline.state import PipelineConfig, PipelineState
 from ferret.core.settings import FerretSettings
 from ferret.workers.names import EXPIRES_S, PIPELINE_TASKS, QUEUE_OF_TASK, TaskName, task_id
@@ -196,3 +197,27 @@ def wait_for_embedded_job(job_id: int, timeout_s: float | None = None) -> bool:
         return False
     _threads.pop(job_id, None)
     return True
+
+
+class Dispatcher(JobQueue):
+    """The job queue of one process (``ferret.core.jobs.queue.JobQueue``): Celery with a broker, threads without."""
+
+    def __init__(self, settings: FerretSettings) -> None:
+        self.settings = settings
+
+    def start_pipeline_job(self, session: Session, task: RetrievalTask, config: PipelineConfig) -> Job:
+        return start_pipeline_job(session, self.settings, task, config)
+
+    def start_index_build_job(self, session: Session, corpus: Corpus, model: str, *, promote: bool = False) -> Job:
+        return start_index_build_job(session, self.settings, corpus, model, promote=promote)
+
+    def start_ingest_job(
+        self, session: Session, corpus: Corpus, kind: str, config: dict[str, Any], *, incremental: bool = False
+    ) -> Job:
+        return start_ingest_job(session, self.settings, corpus, kind, config, incremental=incremental)
+
+    def cancel_job(self, session: Session, job_id: int) -> Job:
+        return cancel_job(session, self.settings, job_id)
+
+    def wait(self, job_id: int, timeout_s: float | None = None) -> bool:
+        return wait_for_embedded_job(job_id, timeout_s)

@@ -17,9 +17,9 @@ from typing import Any
 import streamlit as st
 from sqlalchemy.engine import make_url
 
-from ferret.core.cli.context import app_context
 from ferret.core.errors import FerretError
 from ferret.core.settings import FerretSettings
+from ferret.runtime.context import app_context
 from ferret.ui.admin.index_actions import promote_index_version, roll_back_corpus
 from ferret.ui.admin.overview import AdminOverview, CorpusOverview, load_overview
 

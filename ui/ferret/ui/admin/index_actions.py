@@ -10,10 +10,10 @@ Example:
 
 from __future__ import annotations
 
-from ferret.core.cli.context import app_context
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.runtime.context import app_context
 
 
 def promote_index_version(corpus_name: str, version: int) -> str:

@@ -13,10 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from ferret.connectors.beir.connector import BeirConnector
-from ferret.connectors.registry import build_connector
-from ferret.core.cli.context import AppContext, app_context
-from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
+from ferret.cli.pipeline_commands import print_result
+from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import get_or_create_corpus
 from ferret.core.db.task import find_task
@@ -24,8 +22,12 @@ from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET, DEMO_TASK
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import load_queries
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
+from ferret.core.llm.factory import build_backend
+from ferret.core.pipeline.promptagator import PipelineConfig, run_pipeline
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import get_settings
+from ferret.core.synth.task_spec import create_task, load_task_spec
+from ferret.runtime.context import AppContext, app_context
 
 EXAMPLE_QUERIES = (
     "Which team won Super Bowl 50?",
@@ -54,7 +56,7 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
             task = bar.add_task("ingesting the demo corpus", total=None)
             report = Ingestor(
                 ctx.session, ctx.settings, ctx.backend, corpus, progress=lambda r: bar.update(task, completed=r.seen)
-            ).run(BeirConnector(path=str(DEMO_DATASET), name="demo"))
+            ).run(ctx.connectors("beir", path=str(DEMO_DATASET), name="demo"))
         _print_report(report)
 
         base = ModelRegistry(ctx.session, ctx.settings).ensure_base()
@@ -74,7 +76,7 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
             ctx.settings,
             ctx.backend,
             DEMO_DATASET,
-            connectors=build_connector,
+            connectors=ctx.connectors,
             split="test",
             corpus_name=DEMO_CORPUS,
             models=models,
@@ -86,11 +88,6 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
 
 
 def _train(ctx: AppContext) -> str | None:
-    from ferret.core.cli.pipeline_commands import print_result
-    from ferret.core.llm.factory import build_backend
-    from ferret.core.pipeline.promptagator import PipelineConfig, run_pipeline
-    from ferret.core.synth.task_spec import create_task, load_task_spec
-
     task = find_task(ctx.session, "demo-questions") or create_task(ctx.session, load_task_spec(DEMO_TASK))
     ctx.session.commit()
     console.print(

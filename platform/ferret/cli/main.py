@@ -13,18 +13,22 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from ferret.core.cli.api_commands import apikey_app, serve
-from ferret.core.cli.context import app_context
-from ferret.core.cli.index_commands import index_app
-from ferret.core.cli.job_commands import jobs_app, worker
-from ferret.core.cli.pipeline_commands import pipeline_app
-from ferret.core.cli.render import console, err_console, eval_table, print_results, progress_bar
-from ferret.core.cli.task_commands import task_app
+from ferret.cli.api_commands import apikey_app, serve
+from ferret.cli.index_commands import index_app
+from ferret.cli.job_commands import jobs_app, worker
+from ferret.cli.pipeline_commands import pipeline_app
+from ferret.cli.quickstart import run_quickstart
+from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
+from ferret.cli.task_commands import task_app
 from ferret.core.corpus.ingest import Ingestor, IngestReport
+from ferret.core.db import migrate
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
 from ferret.core.errors import FerretError, InvalidInputError
+from ferret.core.eval.evaluate import evaluate_dataset
 from ferret.core.index.types import parse_mode
 from ferret.core.search.searcher import Searcher
+from ferret.core.settings import get_settings
+from ferret.runtime.context import app_context
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -57,9 +61,6 @@ app.command()(serve)
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Apply migrations (PostgreSQL in production; the embedded SQLite migrates itself)."""
-    from ferret.core.db import migrate
-    from ferret.core.settings import get_settings
-
     settings = get_settings()
     settings.ensure_home()
     migrate.upgrade(settings.database_url, revision)
@@ -69,9 +70,6 @@ def db_upgrade(revision: str = "head") -> None:
 @db_app.command("downgrade")
 def db_downgrade(revision: str) -> None:
     """Revert migrations down to REVISION ('base' empties the database)."""
-    from ferret.core.db import migrate
-    from ferret.core.settings import get_settings
-
     migrate.downgrade(get_settings().database_url, revision)
     console.print(f"database at revision {migrate.current_revision(get_settings().database_url) or 'base'}")
 
@@ -85,14 +83,12 @@ def ingest(
     incremental: Annotated[bool, typer.Option(help="Only changes since the last run (filesystem).")] = False,
 ) -> None:
     """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere."""
-    from ferret.connectors.registry import build_connector
-
     if (path is None) == (beir is None):
         raise InvalidInputError("Give exactly one of --path DIR or --beir DIR.")
     kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
     config["name"] = source or kind
     with app_context() as ctx:
-        connector = build_connector(kind, **config)
+        connector = ctx.connectors(kind, **config)
         corpus_row = get_or_create_corpus(
             ctx.session,
             corpus,
@@ -152,9 +148,6 @@ def evaluate(
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
 ) -> None:
     """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side."""
-    from ferret.connectors.registry import build_connector
-    from ferret.core.eval.evaluate import evaluate_dataset
-
     if not dataset.is_dir():
         raise InvalidInputError(f"Dataset folder {dataset} does not exist.")
     with app_context() as ctx:
@@ -163,7 +156,7 @@ def evaluate(
             ctx.settings,
             ctx.backend,
             dataset,
-            connectors=build_connector,
+            connectors=ctx.connectors,
             split=split,
             models=model or ["base"],
             corpus_name=corpus,
@@ -180,8 +173,6 @@ def quickstart(
     train: Annotated[bool, typer.Option(help="Also run the few-shot training pipeline on the demo task.")] = True,
 ) -> None:
     """The main job on the demo corpus: ingest, index, search, evaluate, and train from 8 examples."""
-    from ferret.core.cli.quickstart import run_quickstart
-
     run_quickstart(home, train=train)
 
 

@@ -7,10 +7,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ferret.core.cli.context import app_context
-from ferret.core.cli.render import console
+from ferret.cli.render import console
 from ferret.core.db.api_key import create_api_key, list_api_keys, revoke_api_key
 from ferret.core.errors import InvalidInputError
+from ferret.core.settings import get_settings
+from ferret.runtime.context import app_context, ensure_schema
 
 apikey_app = typer.Typer(help="API keys of the HTTP API: scopes and ACL groups.", no_args_is_help=True)
 
@@ -22,10 +23,7 @@ def serve(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Run the HTTP API (OpenAPI at /docs and /openapi.json)."""
-    import uvicorn
-
-    from ferret.core.cli.context import ensure_schema
-    from ferret.core.settings import get_settings
+    import uvicorn  # only ``ferret serve`` needs it
 
     if not 1 <= port <= 65535:
         raise InvalidInputError(f"--port {port} is not a TCP port; use 1-65535.")
@@ -40,7 +38,7 @@ def serve(
     settings.ensure_home()
     ensure_schema(settings)  # migrate (SQLite) or refuse (server database) once, before any worker starts
     uvicorn.run(
-        "ferret.core.api.app:app_from_environment",
+        "ferret.api.app:app_from_environment",
         factory=True,
         host=host,
         port=port,

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path, Query, status
 
-from ferret.core.api.auth import AdminCaller
-from ferret.core.api.dependencies import SessionDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import ApiKeyCreated, ApiKeyIn, ApiKeyList, ApiKeyOut
+from ferret.api.auth import AdminCaller
+from ferret.api.dependencies import SessionDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import ApiKeyCreated, ApiKeyIn, ApiKeyList, ApiKeyOut
 from ferret.core.db.api_key import create_api_key, list_api_keys, revoke_api_key
 from ferret.core.db.models import ApiKey
 from ferret.core.errors import ConflictError

@@ -6,15 +6,14 @@ from typing import Annotated, Literal, cast
 
 import typer
 from rich.table import Table
-from sqlalchemy.orm import Session
 
-from ferret.core.cli.context import app_context
-from ferret.core.cli.render import console, progress_bar
+from ferret.cli.render import console, progress_bar
 from ferret.core.db.models import RetrievalTask
 from ferret.core.db.task import get_task
 from ferret.core.errors import InvalidInputError
+from ferret.core.llm.factory import build_backend
 from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
-from ferret.core.settings import FerretSettings
+from ferret.runtime.context import AppContext, app_context
 
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
 
@@ -47,8 +46,6 @@ def run(
     ] = False,
 ) -> None:
     """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote."""
-    from ferret.core.llm.factory import build_backend
-
     config = PipelineConfig(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
@@ -64,7 +61,7 @@ def run(
     with app_context() as ctx:
         task_row = get_task(ctx.session, task)
         if queue:
-            _queue(ctx.session, ctx.settings, task_row, config)
+            _queue(ctx, task_row, config)
             return
         llm = build_backend(ctx.settings)
         try:
@@ -83,13 +80,11 @@ def run(
         print_result(result)
 
 
-def _queue(session: Session, settings: FerretSettings, task: RetrievalTask, config: PipelineConfig) -> None:
+def _queue(ctx: AppContext, task: RetrievalTask, config: PipelineConfig) -> None:
     """``--async``: a job on the workers' queues; this process would take an in-process job down with it."""
-    from ferret.workers.dispatch import start_pipeline_job
-
-    if not settings.broker_url:
+    if not ctx.settings.broker_url:
         raise InvalidInputError("--async needs FERRET_BROKER_URL and running workers; without them, drop --async.")
-    job = start_pipeline_job(session, settings, task, config)
+    job = ctx.jobs.start_pipeline_job(ctx.session, task, config)
     console.print(f"queued job {job.id}; follow it with `ferret jobs show {job.id}`, stop it with `ferret jobs cancel`")
 
 

@@ -9,11 +9,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ferret.core.cli.context import app_context
-from ferret.core.cli.render import console
+from ferret.cli.render import console
 from ferret.core.db.synthetic import get_run, latest_run, list_runs
 from ferret.core.db.task import delete_task, get_task, list_tasks, task_run_counts
+from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.errors import InvalidInputError
+from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters
+from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
 from ferret.core.synth.task_spec import (
     ExampleSpec,
     GenerationSettings,
@@ -23,6 +25,7 @@ from ferret.core.synth.task_spec import (
     load_task_spec,
     task_to_spec,
 )
+from ferret.runtime.context import app_context
 
 task_app = typer.Typer(
     help="Retrieval tasks: a description and 2-8 examples for query generation.", no_args_is_help=True
@@ -162,8 +165,6 @@ def filter_command(
     max_words: Annotated[int, typer.Option(help="Longer queries are dropped.")] = 40,
 ) -> None:
     """Drop short, long, copied and duplicate queries and those that fail the round trip; reasons are kept."""
-    from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters
-
     if retriever not in ("bm25", "dense", "none"):
         raise InvalidInputError(f"--retriever {retriever!r} is not one of bm25, dense, none.")
     with app_context() as ctx:
@@ -173,13 +174,8 @@ def filter_command(
             raise InvalidInputError(f"Task {name!r} has no such generation run; see `ferret task show {name}`.")
         round_trip: Retriever | None = None
         if retriever == "bm25":
-            from ferret.core.synth.retrievers import BM25Retriever
-
             round_trip = BM25Retriever.for_corpus(ctx.session, task.corpus, depth=max(k, 100))
         elif retriever == "dense":
-            from ferret.core.encoder.registry import base_model_path, load_encoder
-            from ferret.core.synth.retrievers import EncoderRetriever
-
             encoder = load_encoder(base_model_path(ctx.settings), ctx.settings)
             round_trip = EncoderRetriever.for_corpus(ctx.session, task.corpus, encoder, depth=max(k, 100))
         config = FilterConfig(

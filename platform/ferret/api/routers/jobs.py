@@ -1,18 +1,21 @@
 """Jobs: start the Promptagator pipeline for a task, watch its progress, cancel it.
 
-The job machinery (``ferret.workers.dispatch``: Celery when a broker is configured, a thread in this process in
-embedded mode) is imported inside the handlers, so the API starts without the workers package's optional parts.
+Jobs go through the runtime's job queue (``ferret.core.jobs.queue.JobQueue``: Celery when a broker is configured, a
+thread in this process in embedded mode).
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Path, Query, status
 
-from ferret.core.api.auth import AdminCaller
-from ferret.core.api.dependencies import SessionDep, StateDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import JobIn, JobList, JobOut
+from ferret.api.auth import AdminCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import JobIn, JobList, JobOut
+from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job, JobState
+from ferret.core.db.task import get_task
+from ferret.core.pipeline.state import PipelineConfig
 
 router = APIRouter(tags=["jobs"])
 JobId = Path(ge=1, le=2**63 - 1)
@@ -46,8 +49,6 @@ def list_all(
     limit: int = Query(default=50, ge=1, le=500),
 ) -> JobList:
     """The newest jobs first, optionally of one corpus and in one state."""
-    from ferret.core.db.job import list_jobs
-
     return JobList(jobs=[job_out(job) for job in list_jobs(session, corpus=corpus, state=state, limit=limit)])
 
 
@@ -60,19 +61,13 @@ def list_all(
 )
 def start(body: JobIn, _caller: AdminCaller, session: SessionDep, state: StateDep) -> JobOut:
     """Queues generate → filter → train → guard → index → promote for the task; poll the job for progress."""
-    from ferret.core.db.task import get_task
-    from ferret.core.pipeline.promptagator import PipelineConfig
-    from ferret.workers.dispatch import start_pipeline_job
-
     task = get_task(session, body.task)
-    job = start_pipeline_job(session, state.settings, task, PipelineConfig(**body.config.model_dump()))
+    job = state.jobs.start_pipeline_job(session, task, PipelineConfig(**body.config.model_dump()))
     return job_out(job)
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404), summary="One job")
 def get_one(_caller: AdminCaller, session: SessionDep, job_id: int = JobId) -> JobOut:
-    from ferret.core.db.job import get_job
-
     return job_out(get_job(session, job_id))
 
 
@@ -85,6 +80,4 @@ def get_one(_caller: AdminCaller, session: SessionDep, job_id: int = JobId) -> J
 )
 def cancel(_caller: AdminCaller, session: SessionDep, state: StateDep, job_id: int = JobId) -> JobOut:
     """A queued job is cancelled at once; a running one stops at its next check between batches."""
-    from ferret.workers.dispatch import cancel_job
-
-    return job_out(cancel_job(session, state.settings, job_id))
+    return job_out(state.jobs.cancel_job(session, job_id))

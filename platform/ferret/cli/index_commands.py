@@ -7,12 +7,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ferret.core.cli.context import app_context
-from ferret.core.cli.render import console, progress_bar
+from ferret.cli.render import console, progress_bar
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.runtime.context import app_context
 
 index_app = typer.Typer(help="Versioned index collections behind one alias.", no_args_is_help=True)
 

@@ -1,4 +1,5 @@
-"""The FastAPI application: one engine, session factory and index backend per application, opened in the lifespan.
+"""The FastAPI application: one runtime (engine, session factory, index backend, job queue) per application, opened
+in the lifespan.
 
 Example:
     >>> from fastapi.testclient import TestClient
@@ -19,18 +20,14 @@ from importlib.metadata import version
 from fastapi import FastAPI, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import text
-from sqlalchemy.orm import sessionmaker
 
-from ferret.core.api.body_limit import BodySizeLimitMiddleware
-from ferret.core.api.dependencies import ApiState, StateDep
-from ferret.core.api.errors import install_error_handlers
-from ferret.core.api.routers import api_keys, corpora, documents, index_versions, jobs, search, tasks
-from ferret.core.api.schemas import HealthOut
-from ferret.core.cli.context import ensure_schema
-from ferret.core.db.engine import get_engine
-from ferret.core.db.job import fail_orphaned_jobs
-from ferret.core.index.factory import open_backend
+from ferret.api.body_limit import BodySizeLimitMiddleware
+from ferret.api.dependencies import StateDep
+from ferret.api.errors import install_error_handlers
+from ferret.api.routers import api_keys, corpora, documents, index_versions, jobs, search, tasks
+from ferret.api.schemas import HealthOut
 from ferret.core.settings import FerretSettings, get_settings
+from ferret.runtime.context import open_runtime
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -48,18 +45,9 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        settings.ensure_home()
-        ensure_schema(settings)
-        sessions = sessionmaker(get_engine(settings.database_url), expire_on_commit=False)
-        with sessions() as session:  # embedded jobs of a process that has exited (this server before a restart)
-            fail_orphaned_jobs(session)
-            session.commit()
-        backend = open_backend(settings)
-        app.state.ferret = ApiState(settings=settings, sessions=sessions, backend=backend)
-        try:
+        with open_runtime(settings) as runtime:
+            app.state.ferret = runtime
             yield
-        finally:
-            backend.close()
 
     app = FastAPI(title="Ferret", version=version("ferret"), description=DESCRIPTION, lifespan=lifespan)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.api_max_body_bytes)

@@ -9,11 +9,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ferret.core.cli.context import app_context, ensure_schema
-from ferret.core.cli.render import console
+from ferret.cli.render import console
 from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job
 from ferret.core.errors import InvalidInputError
+from ferret.core.settings import get_settings
+from ferret.runtime.context import app_context, ensure_schema
+from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
 
 jobs_app = typer.Typer(help="Long work (pipelines, ingests, index builds) and its progress.", no_args_is_help=True)
 
@@ -69,10 +71,8 @@ def show(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs li
 @jobs_app.command("cancel")
 def cancel(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs list`).")]) -> None:
     """Cancel a job: a queued one at once, a running one at its next progress report."""
-    from ferret.workers.dispatch import cancel_job
-
     with app_context() as ctx:
-        job = cancel_job(ctx.session, ctx.settings, job_id)
+        job = ctx.jobs.cancel_job(ctx.session, job_id)
         verdict = "cancelled" if job.state == "cancelled" else "cancel requested; it stops at its next progress report"
         console.print(f"job {job.id}: {verdict}")
 
@@ -86,9 +86,6 @@ def worker(
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "info",
 ) -> None:
     """Run a Celery worker of one kind on its queue (needs FERRET_BROKER_URL)."""
-    from ferret.core.settings import get_settings
-    from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
-
     if kind not in WORKER_KINDS:
         raise InvalidInputError(f"--kind must be one of {', '.join(WORKER_KINDS)}, not {kind!r}.")
     settings = get_settings()
@@ -97,6 +94,7 @@ def worker(
     settings.ensure_home()
     ensure_schema(settings)  # the embedded SQLite migrates itself; a server database must be at the newest revision
     worker_kind = WorkerKind(kind)
+    # Imported by name, and only here: Celery is the optional ``workers`` extra, and each kind is its own app.
     app = importlib.import_module(f"ferret.workers.apps.{kind}").app
     argv = ["worker", "--queues", str(QUEUE_OF_KIND[worker_kind]), "--hostname", hostname or f"{kind}@%h"]
     argv += ["--loglevel", loglevel, "--prefetch-multiplier", "1"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Path, status
 
-from ferret.core.api.auth import IngestCaller
-from ferret.core.api.dependencies import SessionDep, StateDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import DeleteIn, PushIn, PushOut, SkippedOut
+from ferret.api.auth import IngestCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import DeleteIn, PushIn, PushOut, SkippedOut
 from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus

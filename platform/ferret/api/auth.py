@@ -22,8 +22,8 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Security, status
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
+from ferret.api.dependencies import SessionDep
 from ferret.core.acl import PUBLIC_GROUP
-from ferret.core.api.dependencies import SessionDep
 from ferret.core.db.api_key import find_api_key_by_plaintext, touch_api_key
 from ferret.core.db.models import ApiKeyScope
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, Response, status
 from sqlalchemy.orm import Session
 
-from ferret.core.api.auth import AdminCaller
-from ferret.core.api.dependencies import SessionDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import TaskIn, TaskList, TaskOut
+from ferret.api.auth import AdminCaller
+from ferret.api.dependencies import SessionDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import TaskIn, TaskList, TaskOut
 from ferret.core.db.models import RetrievalTask
 from ferret.core.db.task import delete_task, get_task, list_tasks, task_run_counts
 from ferret.core.synth.task_spec import create_task, task_to_spec

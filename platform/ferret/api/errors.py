@@ -13,7 +13,7 @@ from fastapi import FastAPI, Request, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ferret.core.api.schemas import ErrorOut
+from ferret.api.schemas import ErrorOut
 from ferret.core.errors import ConflictError, FerretError, InvalidInputError, NotFoundError
 
 _STATUS: tuple[tuple[type[FerretError], int], ...] = (

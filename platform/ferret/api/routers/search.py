@@ -6,10 +6,10 @@ import time
 
 from fastapi import APIRouter, Path
 
-from ferret.core.api.auth import SearchCaller
-from ferret.core.api.dependencies import SessionDep, StateDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import SearchIn, SearchOut, SearchResultOut
+from ferret.api.auth import SearchCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import SearchIn, SearchOut, SearchResultOut
 from ferret.core.search.searcher import Searcher
 
 router = APIRouter(tags=["search"])

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path
 
-from ferret.core.api.auth import AdminCaller
-from ferret.core.api.dependencies import SessionDep, StateDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import IndexVersionList, IndexVersionOut
+from ferret.api.auth import AdminCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import IndexVersionList, IndexVersionOut
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.db.models import IndexVersion

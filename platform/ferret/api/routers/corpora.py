@@ -5,10 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Path, status
 from sqlalchemy.orm import Session
 
-from ferret.core.api.auth import AdminCaller, SearchCaller
-from ferret.core.api.dependencies import SessionDep, StateDep
-from ferret.core.api.errors import error_responses
-from ferret.core.api.schemas import CorpusIn, CorpusList, CorpusOut
+from ferret.api.auth import AdminCaller, SearchCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import CorpusIn, CorpusList, CorpusOut
 from ferret.core.db.corpus import corpus_counts, create_corpus, get_corpus, list_corpora
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus
