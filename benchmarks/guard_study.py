@@ -75,9 +75,8 @@ def main() -> None:
     from ferret.core.db.synthetic import document_texts, latest_run, run_queries
     from ferret.core.db.task import find_task
     from ferret.core.encoder.registry import ModelRegistry
-    from ferret.core.pipeline.promptagator import PipelineConfig, is_held_out
-    from ferret.core.pipeline.stages import guard_evidence
     from ferret.core.synth.retrievers import BM25Retriever
+    from ferret.core.training.guard_evidence import guard_evidence, is_held_out
     from ferret.runtime.context import app_context
 
     console = Console(width=160)
@@ -98,9 +97,7 @@ def main() -> None:
             (q.text, q.document_id) for q in generated if is_held_out(q.document_id, args.held_out_fraction, args.seed)
         ]
         # The guard's own evidence (the clean held-out queries and the examples), as the pipeline builds it.
-        evidence = guard_evidence(
-            ctx.session, task, run, PipelineConfig(held_out_fraction=args.held_out_fraction, seed=args.seed)
-        )
+        evidence = guard_evidence(ctx.session, task, run, held_out_fraction=args.held_out_fraction, seed=args.seed)
         held_clean = [(q.text, q.document_id) for q in evidence.held_out]
         examples = [(q.text, q.document_id) for q in evidence.examples]
         bm25 = BM25Retriever(raw, depth=10)

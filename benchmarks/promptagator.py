@@ -91,11 +91,11 @@ def main() -> None:
     from ferret.core.errors import FerretError
     from ferret.core.eval.evaluate import corpus_name_for, evaluate_dataset
     from ferret.core.llm.factory import build_backend
-    from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
-    from ferret.core.pipeline.stages import guard_evidence
+    from ferret.core.pipeline.promptagator.in_process import PipelineConfig, PipelineResult, run_pipeline
     from ferret.core.synth.filters import FilterReport
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
     from ferret.core.training.guard import run_guard
+    from ferret.core.training.guard_evidence import guard_evidence
     from ferret.runtime.context import app_context
 
     console = Console(width=160)
@@ -165,7 +165,10 @@ def main() -> None:
             if model is None or not model.training_config or "guard" not in model.metrics:
                 return None
             run = get_run(ctx.session, model.training_config["generation_run"])
-            evidence = guard_evidence(ctx.session, run.task, run, PipelineConfig(**model.training_config["pipeline"]))
+            recipe = PipelineConfig(**model.training_config["pipeline"])
+            evidence = guard_evidence(
+                ctx.session, run.task, run, held_out_fraction=recipe.held_out_fraction, seed=recipe.seed
+            )
             guard = run_guard(registry.encoder(model), base_encoder(), evidence)
             return PipelineResult(
                 run=run,

@@ -87,7 +87,7 @@ def test_tasks_create_list_get_delete(client: TestClient, auth: Auth) -> None:
 
 def test_pipeline_config_fields_match_the_pipeline() -> None:
     from ferret.api.schemas import PipelineConfigIn
-    from ferret.core.pipeline.promptagator import PipelineConfig
+    from ferret.core.pipeline.promptagator.state import PipelineConfig
 
     fields = {f.name: f.default for f in dataclasses.fields(PipelineConfig)}
     assert fields == PipelineConfigIn().model_dump()

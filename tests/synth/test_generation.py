@@ -21,7 +21,7 @@ from ferret.core.db.models import (
 from ferret.core.db.synthetic import list_runs, training_pairs
 from ferret.core.errors import InvalidInputError
 from ferret.core.llm.base import Completion, LLMError
-from ferret.core.synth.generation import generate, sample_documents
+from ferret.core.synth.generation import GENERATING, generate, sample_documents
 from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
 
 Scripted = Any  # the ScriptedBackend class from conftest
@@ -75,7 +75,7 @@ def test_generates_every_document_in_batches(
     session: Session, task: RetrievalTask, scripted: Scripted, topical: Callable[[str, int], str]
 ) -> None:
     backend = scripted(topical)
-    progress: list[tuple[int, int]] = []
+    progress: list[tuple[str, float]] = []
 
     run = generate(session, task, backend, queries_per_doc=2, batch_size=4, progress=lambda *p: progress.append(p))
 
@@ -83,7 +83,7 @@ def test_generates_every_document_in_batches(
     assert [len(call["prompts"]) for call in backend.calls] == [4, 4, 2]
     assert all(call["n"] == 2 and call["temperature"] == 0.7 and call["stop"] == ["\n"] for call in backend.calls)
     assert all(prompt.endswith("\nQuestion:") for call in backend.calls for prompt in call["prompts"])
-    assert progress == [(0, 10), (4, 10), (8, 10), (10, 10)]
+    assert progress == [(GENERATING, 0.0), (GENERATING, 0.4), (GENERATING, 0.8), (GENERATING, 1.0)]
     queries = _queries(session, run)
     assert len(queries) == 20 and all(query.status is QueryStatus.OK for query in queries)
     assert queries[0].text == "what should I know about paris now"

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus, IndexState
 from ferret.core.index.edge_backend import EdgeIndexBackend
-from ferret.core.pipeline.promptagator import PipelineConfig, run_pipeline
+from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
@@ -68,7 +68,7 @@ def test_guard_decides_and_force_promotes(
 
 def test_length_filter_follows_the_task_examples() -> None:
     from ferret.core.db.models import RetrievalTask, TaskExample
-    from ferret.core.pipeline.promptagator import length_bounds
+    from ferret.core.synth.filters import length_bounds
 
     keywords = RetrievalTask(examples=[TaskExample(query="kidney"), TaskExample(query="breast cancer")])
     questions = RetrievalTask(examples=[TaskExample(query=" ".join(["word"] * n)) for n in (6, 10, 30)])

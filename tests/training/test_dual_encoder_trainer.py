@@ -65,11 +65,11 @@ def test_training_learns_the_pairs_and_saves_a_loadable_model(tmp_path: Path) ->
         base_model=str(base_model_path()), output_dir=str(tmp_path / "tuned"), learning_rate=2e-4,
         batch_size=8, max_steps=24, warmup_ratio=0.0, device="cpu",
     )  # fmt: skip
-    steps: list[int] = []
-    output = train_dual_encoder(config, *pairs(), on_step=lambda step, total, loss: steps.append(step))
+    steps: list[float] = []
+    output = train_dual_encoder(config, *pairs(), progress=lambda activity, fraction: steps.append(fraction))
     tuned = DualEncoder.load(output, device="cpu")
     assert accuracy(tuned) > before
-    assert steps and steps[-1] == 24
+    assert steps and steps[-1] == 1.0
 
 
 @pytest.mark.slow
@@ -99,8 +99,10 @@ def test_cropping_warm_up_runs_before_the_pairs_and_needs_a_corpus(tmp_path: Pat
         base_model=str(base_model_path()), output_dir=str(tmp_path / "warm"), learning_rate=2e-4,
         batch_size=8, max_steps=4, device="cpu", cropping_warmup_steps=2,
     )  # fmt: skip
-    steps: list[int] = []
-    output = train_dual_encoder(config, *pairs(), corpus=corpus, on_step=lambda step, total, loss: steps.append(step))
+    steps: list[float] = []
+    output = train_dual_encoder(
+        config, *pairs(), corpus=corpus, progress=lambda activity, fraction: steps.append(fraction)
+    )
     warmed = DualEncoder.load(output, device="cpu")
     cold_config = DualEncoderTrainingConfig(**{**config.to_json(), "output_dir": str(tmp_path / "cold"),
                                                "cropping_warmup_steps": 0})  # fmt: skip
@@ -108,6 +110,6 @@ def test_cropping_warm_up_runs_before_the_pairs_and_needs_a_corpus(tmp_path: Pat
     texts = [passage for _, passage in TOPICS]
     # Same seed and supervised steps: only the warm-up can make the two models differ.
     assert not np.allclose(warmed.encode(texts), cold.encode(texts), atol=1e-4)
-    assert steps[-1] == 4  # progress reports the supervised steps only
+    assert steps == [0.25, 0.5, 0.75, 1.0]  # progress reports the supervised steps only
     with pytest.raises(InvalidInputError, match="cropping warm-up"):
         train_dual_encoder(config, *pairs(), corpus=["too short"])

@@ -14,8 +14,9 @@ from typer.testing import CliRunner
 from ferret.cli.main import app
 from ferret.core.db.job import create_job, get_job, set_celery_id, start_attempt
 from ferret.core.db.models import JobState
+from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
 from ferret.workers.apps.base import celery_config
-from ferret.workers.names import QUEUE_OF_TASK, Queue, TaskName, WorkerKind
+from ferret.workers.names import QUEUE_OF_TASK, Queue, WorkerKind
 
 runner = CliRunner()
 
@@ -78,8 +79,12 @@ def test_gpu_workers_take_one_task_at_a_time_and_never_lose_one() -> None:
     # A running task is never handed to a second worker: the visibility timeout outlives the time limit.
     assert gpu["broker_transport_options"]["visibility_timeout"] > 3600
     assert gpu["task_default_queue"] == Queue.GPU
-    assert {QUEUE_OF_TASK[name] for name in (TaskName.TRAIN, TaskName.GUARD, TaskName.INDEX)} == {Queue.GPU}
-    assert QUEUE_OF_TASK[TaskName.GENERATE] == Queue.LLM and QUEUE_OF_TASK[TaskName.FILTER] == Queue.CPU
+    task = {stage: PROMPTAGATOR.stage(stage).task for stage in PROMPTAGATOR.stage_names}
+    assert task == {stage: f"ferret.pipeline.{stage}" for stage in ("generate", "filter", "train", "guard", "index")}
+    assert {QUEUE_OF_TASK[task[stage]] for stage in ("train", "guard", "index")} == {Queue.GPU}
+    assert QUEUE_OF_TASK[task["generate"]] == Queue.LLM and QUEUE_OF_TASK[task["filter"]] == Queue.CPU
+    assert QUEUE_OF_TASK["ferret.corpus.ingest_source"] == Queue.CPU
+    assert QUEUE_OF_TASK["ferret.corpus.build_index"] == Queue.GPU
 
 
 def test_pipeline_run_async_needs_a_broker(

@@ -1,7 +1,10 @@
-"""The bookkeeping of a job step (``ferret.core.jobs.runner``), without Celery: how each ending is recorded."""
+"""The bookkeeping of a job step (``ferret.core.jobs.runner``), without Celery: how each ending is recorded.
+
+The steps are the one stage of a pipeline declared here, as a one-step job (an ingest) is declared."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,13 +16,37 @@ from ferret.core.db.job import create_job, get_job, request_cancel, start_attemp
 from ferret.core.db.models import JobState
 from ferret.core.errors import InvalidInputError
 from ferret.core.jobs.progress import JobCancelled, JobProgress, JobStopped
-from ferret.core.jobs.runner import MAX_DELIVERIES_PER_STAGE, run_simple_job
+from ferret.core.jobs.runner import MAX_DELIVERIES_PER_STAGE, run_job_step
+from ferret.core.pipeline.declaration import Pipeline, Stage, StageContext, WorkerQueue
 from ferret.core.settings import FerretSettings
 
 
 def _new_job(settings: FerretSettings) -> int:
     with session_scope(settings.database_url) as session:
         return create_job(session, "ingest").id
+
+
+def run_step(
+    settings: FerretSettings,
+    job_id: int,
+    work: Callable[[Session, JobProgress], dict[str, Any]],
+    *,
+    retry: bool = False,
+) -> dict[str, Any]:
+    """``work`` as the one stage of a one-step job, run like a worker runs it."""
+
+    def stage(context: StageContext, payload: dict[str, Any]) -> dict[str, Any]:
+        assert isinstance(context.progress, JobProgress)
+        return work(context.session, context.progress)
+
+    pipeline: Pipeline[dict[str, Any]] = Pipeline(
+        kind="ingest",
+        stages=(Stage("ingest", stage, WorkerQueue.CPU),),
+        load=dict,
+        dump=dict,
+        job_id=lambda payload: int(payload["job_id"]),
+    )
+    return run_job_step(settings, {"job_id": job_id}, pipeline=pipeline, stage="ingest", retry=retry)
 
 
 def _job(settings: FerretSettings, job_id: int) -> Any:
@@ -38,7 +65,7 @@ def test_a_step_records_its_result(settings: FerretSettings, database_url: str) 
         assert _job(settings, job_id).counts["documents"] == 3
         return {"added": 3}
 
-    assert run_simple_job(settings, job_id, "ingest", work) == {"added": 3}
+    assert run_step(settings, job_id, work) == {"added": 3}
     job = _job(settings, job_id)
     assert (job.state, job.result, job.attempts, job.progress) == (JobState.SUCCEEDED, {"added": 3}, 1, 1.0)
 
@@ -50,7 +77,7 @@ def test_a_user_error_fails_the_job_with_its_sentence(settings: FerretSettings, 
         raise InvalidInputError("Folder /nowhere does not exist.")
 
     with pytest.raises(InvalidInputError):
-        run_simple_job(settings, job_id, "ingest", work, retry=True)  # not transient: no retry
+        run_step(settings, job_id, work, retry=True)  # not transient: no retry
     job = _job(settings, job_id)
     assert job.state == JobState.FAILED and job.error == "Folder /nowhere does not exist."
 
@@ -64,11 +91,11 @@ def test_a_transient_error_that_will_be_retried_keeps_the_job_running(
         raise OperationalError("SELECT 1", {}, Exception("server closed the connection"))
 
     with pytest.raises(OperationalError):
-        run_simple_job(settings, job_id, "ingest", work, retry=True)
+        run_step(settings, job_id, work, retry=True)
     job = _job(settings, job_id)
     assert job.state == JobState.RUNNING and job.error is not None and job.error.endswith("(retrying)")
     with pytest.raises(OperationalError):
-        run_simple_job(settings, job_id, "ingest", work, retry=False)  # the last delivery
+        run_step(settings, job_id, work, retry=False)  # the last delivery
     assert _job(settings, job_id).state == JobState.FAILED
 
 
@@ -82,10 +109,10 @@ def test_a_cancel_stops_the_step_at_its_next_report(settings: FerretSettings, da
         raise AssertionError("the report above must stop the step")
 
     with pytest.raises(JobCancelled):
-        run_simple_job(settings, job_id, "ingest", work)
+        run_step(settings, job_id, work)
     assert _job(settings, job_id).state == JobState.CANCELLED
     with pytest.raises(JobStopped):  # a late delivery of a cancelled job does nothing
-        run_simple_job(settings, job_id, "ingest", work)
+        run_step(settings, job_id, work)
 
 
 def test_a_job_whose_worker_keeps_dying_fails(settings: FerretSettings, database_url: str) -> None:
@@ -95,5 +122,5 @@ def test_a_job_whose_worker_keeps_dying_fails(settings: FerretSettings, database
             start_attempt(session, job_id, "ingest")  # deliveries whose worker died before finishing
 
     with pytest.raises(JobStopped, match="keeps dying"):
-        run_simple_job(settings, job_id, "ingest", lambda session, progress: {})
+        run_step(settings, job_id, lambda session, progress: {})
     assert _job(settings, job_id).state == JobState.FAILED

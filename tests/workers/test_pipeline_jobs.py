@@ -26,7 +26,7 @@ from ferret.core.db.models import (
     SyntheticQuery,
 )
 from ferret.core.index.edge_backend import EdgeIndexBackend
-from ferret.core.pipeline.state import PipelineConfig
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.settings import FerretSettings
 from ferret.workers.dispatch import cancel_job, start_pipeline_job, wait_for_embedded_job
 

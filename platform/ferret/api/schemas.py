@@ -248,7 +248,7 @@ class TaskList(BaseModel):
 
 # -- jobs -------------------------------------------------------------------------------------------------------
 class PipelineConfigIn(ApiRequest):
-    """``ferret.core.pipeline.promptagator.PipelineConfig`` with bounds (a test keeps the fields in step)."""
+    """``ferret.core.pipeline.promptagator.state.PipelineConfig`` with bounds (a test keeps the fields in step)."""
 
     queries_per_doc: int | None = Field(default=None, ge=1, le=8)
     max_documents: int | None = Field(default=None, ge=1)

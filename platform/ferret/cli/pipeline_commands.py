@@ -12,7 +12,7 @@ from ferret.core.db.models import RetrievalTask
 from ferret.core.db.task import get_task
 from ferret.core.errors import InvalidInputError
 from ferret.core.llm.factory import build_backend
-from ferret.core.pipeline.promptagator import PipelineConfig, PipelineResult, run_pipeline
+from ferret.core.pipeline.promptagator.in_process import PipelineConfig, PipelineResult, run_pipeline
 from ferret.runtime.context import AppContext, app_context
 
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)

@@ -23,7 +23,7 @@ from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import load_queries
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
 from ferret.core.llm.factory import build_backend
-from ferret.core.pipeline.promptagator import PipelineConfig, run_pipeline
+from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec

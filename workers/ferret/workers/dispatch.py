@@ -16,28 +16,29 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ferret.connectors.registry import build_connector, get_connector_class
 from ferret.core.db.job import create_job, embedded_owner, fail_job, request_cancel, set_celery_id
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, Job, RetrievalTask
 from ferret.core.errors import ConflictError, FerretError
+from ferret.core.jobs.catalog import JOB_KINDS
+from ferret.core.jobs.corpus_jobs import INDEX_BUILD, INGEST
 from ferret.core.jobs.queue import JobQueue
-from ferret.core.pipeline.state import PipelineConfig, PipelineState
+from ferret.core.jobs.runner import run_job
+from ferret.core.pipeline.declaration import Pipeline
+from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
+from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.settings import FerretSettings
-from ferret.workers.names import EXPIRES_S, PIPELINE_TASKS, QUEUE_OF_TASK, TaskName, task_id
+from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, task_id
 
 logger = logging.getLogger(__name__)
 
 _threads: dict[int, threading.Thread] = {}
 """Embedded-mode jobs running in this process, by job id."""
-
-JOB_PIPELINE = "pipeline"
-JOB_INGEST = "ingest"
-JOB_INDEX_BUILD = "index_build"
 
 
 def start_pipeline_job(session: Session, settings: FerretSettings, task: RetrievalTask, config: PipelineConfig) -> Job:
@@ -48,40 +49,19 @@ def start_pipeline_job(session: Session, settings: FerretSettings, task: Retriev
     config = config.validated()
     if config.model_name is not None and find_model_version(session, config.model_name) is not None:
         raise ConflictError(f"Model version {config.model_name!r} already exists; choose another model name.")
-    job = create_job(session, JOB_PIPELINE, corpus_id=task.corpus_id, params={"task": task.name})
+    job = create_job(session, PROMPTAGATOR.kind, corpus_id=task.corpus_id, params={"task": task.name})
     state = PipelineState.start(task, config, model_name=config.model_name or f"{task.name}-job{job.id}", job_id=job.id)
     job.params = {"task": task.name, "model_name": state.model_name, "config": config.to_json()}
-    session.commit()
-    payload = state.to_json()
-    if not settings.broker_url:
-        from ferret.core.jobs.runner import run_pipeline_job
-
-        return _run_in_thread(session, job, lambda: run_pipeline_job(settings, payload))
-    from celery import chain
-
-    from ferret.workers.apps.base import client_app
-
-    app = client_app(settings)
-    signatures = [
-        app.signature(
-            str(name),
-            args=(payload,) if position == 0 else (),
-            queue=str(QUEUE_OF_TASK[name]),
-            task_id=task_id(job.id, stage),
-            expires=EXPIRES_S,
-        )
-        for position, (stage, name) in enumerate(PIPELINE_TASKS)
-    ]
-    return _send(session, settings, job, lambda: chain(*signatures).apply_async(), task_id(job.id, "generate"))
+    return _start(session, settings, job, PROMPTAGATOR, state.to_json())
 
 
 def start_index_build_job(
     session: Session, settings: FerretSettings, corpus: Corpus, model: str, *, promote: bool = False
 ) -> Job:
     """Queue an index build of ``corpus`` with model version ``model`` (gpu queue); commits the session."""
-    job = create_job(session, JOB_INDEX_BUILD, corpus_id=corpus.id, params={"model": model, "promote": promote})
+    job = create_job(session, INDEX_BUILD.kind, corpus_id=corpus.id, params={"model": model, "promote": promote})
     payload = {"job_id": job.id, "corpus": corpus.name, "model": model, "promote": promote}
-    return _start_simple(session, settings, job, TaskName.BUILD_INDEX, "index", payload)
+    return _start(session, settings, job, INDEX_BUILD, payload)
 
 
 def start_ingest_job(
@@ -94,13 +74,11 @@ def start_ingest_job(
     incremental: bool = False,
 ) -> Job:
     """Queue an ingest of one source (connector ``kind`` with its JSON ``config``) into ``corpus`` (cpu queue)."""
-    from ferret.connectors.registry import get_connector_class
-
     get_connector_class(kind)  # an unknown kind is the caller's mistake: say so now, not in a worker's log
     params = {"kind": kind, "config": dict(config), "incremental": incremental}
-    job = create_job(session, JOB_INGEST, corpus_id=corpus.id, params=params)
+    job = create_job(session, INGEST.kind, corpus_id=corpus.id, params=params)
     payload = {"job_id": job.id, "corpus": corpus.name, **params}
-    return _start_simple(session, settings, job, TaskName.INGEST_SOURCE, "ingest", payload)
+    return _start(session, settings, job, INGEST, payload)
 
 
 def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
@@ -112,48 +90,48 @@ def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
     job = request_cancel(session, job_id)
     session.commit()
     if settings.broker_url and job.celery_id:
-        ids = [task_id(job.id, stage) for stage, _ in PIPELINE_TASKS] if job.kind == JOB_PIPELINE else [job.celery_id]
+        pipeline = JOB_KINDS.get(job.kind)
+        ids = [task_id(job.id, stage) for stage in pipeline.stage_names] if pipeline is not None else [job.celery_id]
         try:
-            from ferret.workers.apps.base import client_app
-
-            client_app(settings).control.revoke(ids)
+            _client_app(settings).control.revoke(ids)
         except Exception:  # the flag in the row is what counts; a broker hiccup must not fail the cancel
             logger.warning("could not revoke the Celery tasks of job %s", job_id, exc_info=True)
     return job
 
 
-def _start_simple(
-    session: Session, settings: FerretSettings, job: Job, name: TaskName, stage: str, payload: dict[str, Any]
+def _start(
+    session: Session, settings: FerretSettings, job: Job, pipeline: Pipeline[Any], payload: dict[str, Any]
 ) -> Job:
+    """Send the job's stages as one Celery chain (each stage on its queue), or run them in a thread without a broker."""
     session.commit()
     if not settings.broker_url:
-        from ferret.connectors.registry import build_connector
-        from ferret.core.jobs import corpus_jobs
-
-        step: Callable[..., Any] = (
-            partial(corpus_jobs.run_ingest_job, connectors=build_connector)
-            if name == TaskName.INGEST_SOURCE
-            else corpus_jobs.run_index_build_job
+        return _run_in_thread(session, job, lambda: run_job(settings, pipeline, payload, connectors=build_connector))
+    app = _client_app(settings)
+    signatures = [
+        app.signature(
+            stage.task,
+            args=(payload,) if position == 0 else (),
+            queue=str(QUEUE_OF_KIND[stage.queue]),
+            task_id=task_id(job.id, stage.name),
+            expires=EXPIRES_S,
         )
-        return _run_in_thread(session, job, lambda: _quietly(step, settings, payload))
+        for position, stage in enumerate(pipeline.stages)
+    ]
+    send = signatures[0].apply_async if len(signatures) == 1 else _chain(signatures).apply_async
+    return _send(session, settings, job, send, task_id(job.id, pipeline.stages[0].name))
+
+
+def _client_app(settings: FerretSettings) -> Any:
+    # Imported here, not at the top: Celery is the optional ``workers`` extra, needed only with a broker.
     from ferret.workers.apps.base import client_app
 
-    app = client_app(settings)
-    celery_id = task_id(job.id, stage)
-    signature = app.signature(
-        str(name), args=(payload,), queue=str(QUEUE_OF_TASK[name]), task_id=celery_id, expires=EXPIRES_S
-    )
-    return _send(session, settings, job, signature.apply_async, celery_id)
+    return client_app(settings)
 
 
-def _quietly(step: Callable[..., Any], settings: FerretSettings, payload: dict[str, Any]) -> None:
-    """Run an embedded step; its failure is already in the job row, the thread only logs it."""
-    try:
-        step(settings, payload)
-    except FerretError as error:
-        logger.info("job %s stopped: %s", payload.get("job_id"), error)
-    except Exception:
-        logger.exception("job %s failed", payload.get("job_id"))
+def _chain(signatures: list[Any]) -> Any:
+    from celery import chain  # the optional ``workers`` extra, as above
+
+    return chain(*signatures)
 
 
 def _send(session: Session, settings: FerretSettings, job: Job, send: Callable[[], Any], celery_id: str) -> Job:

@@ -15,7 +15,7 @@ from ferret.api.schemas import JobIn, JobList, JobOut
 from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job, JobState
 from ferret.core.db.task import get_task
-from ferret.core.pipeline.state import PipelineConfig
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 
 router = APIRouter(tags=["jobs"])
 JobId = Path(ge=1, le=2**63 - 1)

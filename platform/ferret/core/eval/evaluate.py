@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from ferret.core.corpus.ingest import Ingestor
 from ferret.core.db.corpus import get_or_create_corpus
-from ferret.core.db.index_version import active_index_version, live_index_versions
+from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
@@ -62,10 +62,10 @@ def ensure_index(
     status: Status,
 ) -> IndexVersion:
     """A live index version of ``corpus`` for ``model``; built (and promoted if none is active) when missing."""
-    for index_version in live_index_versions(session, corpus):
-        if index_version.model_version_id == model.id:
-            return index_version
     versions = VersionedCollection(session, settings, backend, corpus)
+    live = versions.live_version(model)
+    if live is not None:
+        return live
     status(f"indexing {corpus.name} with model {model.name}")
     index_version = versions.build(model)
     if active_index_version(session, corpus) is None:

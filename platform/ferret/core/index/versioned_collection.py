@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.document import iter_passages, passage_ids_by_length
 from ferret.core.db.index_version import (
+    LIVE_STATES,
     active_index_version,
     create_index_version,
     list_index_versions,
@@ -33,9 +34,8 @@ from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.points import PointBuilder, sparse_encoder_for
 from ferret.core.index.types import point_id
+from ferret.core.progress import Progress, quiet
 from ferret.core.settings import FerretSettings
-
-ProgressCallback = Callable[[int, int], None]
 
 
 @contextmanager
@@ -97,7 +97,37 @@ class VersionedCollection:
         self.session.commit()
         return abandoned
 
-    def build(self, model: ModelVersion, *, progress: ProgressCallback | None = None) -> IndexVersion:
+    def live_version(self, model: ModelVersion) -> IndexVersion | None:
+        """A live (ready or active) version of this corpus built by ``model``, if any."""
+        versions = list_index_versions(self.session, self.corpus)
+        return next((v for v in versions if v.model_version_id == model.id and v.state in LIVE_STATES), None)
+
+    def publish(
+        self,
+        model: ModelVersion,
+        *,
+        reuse: IndexVersion | None = None,
+        promote: bool = False,
+        progress: Progress = quiet,
+        on_built: Callable[[IndexVersion], None] | None = None,
+    ) -> IndexVersion:
+        """Build or reuse, then promote: the one path from a model to the version search reads.
+
+        ``reuse`` is a live version the caller found (a redelivered job's own build, a live version of the model);
+        without one, ``model`` is built into a new version and ``on_built`` is told. With ``promote`` the version
+        becomes active and versions beyond the newest ``FERRET_KEEP_INDEX_VERSIONS`` are collected.
+        """
+        index_version = reuse
+        if index_version is None:
+            index_version = self.build(model, progress=progress)
+            if on_built is not None:
+                on_built(index_version)
+        if promote:
+            self.promote(index_version)
+            self.collect()
+        return index_version
+
+    def build(self, model: ModelVersion, *, progress: Progress = quiet) -> IndexVersion:
         """Embed every passage into a new collection; returns the version in state ``ready``, not yet active."""
         total = self.session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == self.corpus.id)) or 0
         if total == 0:
@@ -113,9 +143,7 @@ class VersionedCollection:
             self._lock_path(index_version).unlink(missing_ok=True)
         return index_version
 
-    def _fill(
-        self, index_version: IndexVersion, model: ModelVersion, total: int, progress: ProgressCallback | None
-    ) -> None:
+    def _fill(self, index_version: IndexVersion, model: ModelVersion, total: int, progress: Progress) -> None:
         try:
             points = self._points(model)
             self.backend.create_collection(index_version.collection, model.dimension)
@@ -124,8 +152,7 @@ class VersionedCollection:
             for rows in iter_passages(self.session, self.corpus, passage_ids=by_length, batch_size=256):
                 self.backend.upsert(index_version.collection, points.build(rows))
                 done += len(rows)
-                if progress:
-                    progress(done, total)
+                progress("indexing", done / total)
             self.backend.finalize(index_version.collection)
             count = self.backend.count(index_version.collection)
             if count != total:

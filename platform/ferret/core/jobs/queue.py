@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Job, RetrievalTask
-from ferret.core.pipeline.state import PipelineConfig
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 
 
 class JobQueue(ABC):

@@ -1,25 +1,24 @@
 """One step of a job, with its bookkeeping: the same functions run in a Celery worker and in embedded mode.
 
-A step checks that the job may still run (not cancelled, not finished), counts the delivery in ``attempts``,
-reports progress through ``JobProgress`` and records how it ended: the job's last error for a transient failure
-that the worker will retry, ``failed`` for anything else, ``cancelled`` at a cancel. The work itself is a stage
-of ``ferret.core`` (a pipeline stage, an ingest, an index build), which is idempotent, so a redelivered step
-simply runs again.
+A step is one stage of a declared pipeline (``ferret.core.pipeline.declaration``; a one-step job is a pipeline of
+one stage). It checks that the job may still run (not cancelled, not finished), counts the delivery in
+``attempts``, opens the resources the stage declares, reports progress through ``JobProgress`` and records how it
+ended: the job's last error for a transient failure that the worker will retry, ``failed`` for anything else,
+``cancelled`` at a cancel. Every stage is idempotent, so a redelivered step simply runs again.
 
 Example:
-    >>> payload = run_pipeline_step(settings, state.to_json(), stage="generate")
-    >>> run_pipeline_job(settings, state.to_json())  # embedded mode: every stage in turn, in this process
+    >>> payload = run_job_step(settings, state.to_json(), pipeline=PROMPTAGATOR, stage="generate")
+    >>> run_job(settings, PROMPTAGATOR, state.to_json())  # embedded mode: every stage in turn, in this process
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
-from sqlalchemy.orm import Session
 
 from ferret.core.db.engine import session_scope
 from ferret.core.db.job import (
@@ -38,9 +37,9 @@ from ferret.core.db.models import JobState
 from ferret.core.errors import FerretError
 from ferret.core.jobs.progress import JobCancelled, JobProgress, JobStopped
 from ferret.core.llm.base import LLMError
-from ferret.core.pipeline.stages import STAGES, filter_stage, generate_stage, guard_stage, index_stage, train_stage
-from ferret.core.pipeline.state import PipelineState
+from ferret.core.pipeline.declaration import Pipeline, open_stage
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import ConnectorFactory
 
 logger = logging.getLogger(__name__)
 
@@ -116,94 +115,63 @@ def job_step(
         raise
 
 
-def _run_stage(
-    session: Session, settings: FerretSettings, stage: str, state: PipelineState, progress: JobProgress
-) -> PipelineState:
-    if stage == "generate":
-        from ferret.core.llm.factory import build_backend
-
-        llm = build_backend(settings)
-        try:
-            return generate_stage(session, state, llm, progress)
-        finally:
-            llm.close()
-    if stage == "filter":
-        return filter_stage(session, settings, state, progress)
-    if stage == "train":
-        return train_stage(session, settings, state, progress)
-    if stage == "guard":
-        return guard_stage(session, settings, state, progress)
-    if stage == "index":
-        from ferret.core.index.factory import open_backend
-
-        backend = open_backend(settings)
-        try:
-            return index_stage(session, settings, backend, state, progress)
-        finally:
-            backend.close()
-    raise ValueError(f"unknown pipeline stage {stage!r}")
-
-
-def _counts(state: PipelineState) -> dict[str, Any]:
-    """What the admin shows beside the progress bar."""
-    counts: dict[str, Any] = {"model": state.model_name}
-    if state.run_id is not None:
-        counts["generation_run"] = state.run_id
-    if state.filters is not None:
-        counts["queries_kept"] = state.filters.get("kept")
-        counts["queries_considered"] = state.filters.get("considered")
-    if state.guard is not None:
-        counts["guard_passed"] = state.guard.get("passed")
-    return counts
-
-
-def run_pipeline_step(
-    settings: FerretSettings, payload: dict[str, Any], *, stage: str, retry: bool = False
+def run_job_step(
+    settings: FerretSettings,
+    payload: dict[str, Any],
+    *,
+    pipeline: Pipeline[Any],
+    stage: str,
+    connectors: ConnectorFactory | None = None,
+    retry: bool = False,
 ) -> dict[str, Any]:
-    """Run one pipeline stage of a job and return the state for the next one (both as JSON)."""
-    state = PipelineState.from_json(payload)
-    job_id = state.job_id
+    """Run one stage of a job and return the state for the next one (both as JSON).
+
+    After the stage the job's result is saved (``finish_job`` after the last stage), and, for a pipeline that shows
+    counts, its progress is set to the end of the stage.
+    """
+    state = pipeline.load(payload)
+    job_id = pipeline.job_id(state)
     if job_id is None:
-        raise ValueError("a pipeline step needs the job id in its state")
-    index = STAGES.index(stage)
-    with job_step(settings, job_id, stage, stage_index=index, stage_count=len(STAGES), retry=retry) as progress:
-        progress.add_counts(**_counts(state))
-        with session_scope(settings.database_url) as session:
-            state = _run_stage(session, settings, stage, state, progress)
-    result = {**state.to_json(), "stages_done": list(STAGES[: index + 1])}
-    with session_scope(settings.database_url) as session:
-        # No cancel check now: the stage's work is done and committed (a cancel stops the next stage).
-        done = {**progress.counts, **_counts(state), "activity": f"{stage} done", "stage_progress": 1.0}
-        update_progress(session, job_id, progress=(index + 1) / len(STAGES), counts=done)
-        if stage == STAGES[-1]:
+        raise ValueError("a job step needs the job id in its payload")
+    declared = pipeline.stage(stage)
+    index, count = pipeline.index(stage), len(pipeline.stages)
+    url = settings.database_url
+    with job_step(settings, job_id, declared.name, stage_index=index, stage_count=count, retry=retry) as progress:
+        if pipeline.counts is not None:
+            progress.add_counts(**pipeline.counts(state))
+        with (
+            session_scope(url) as session,
+            open_stage(declared, session, settings, progress, connectors=connectors) as context,
+        ):
+            state = declared.run(context, state)
+    result = pipeline.job_result(state, pipeline.stage_names[: index + 1])
+    with session_scope(url) as session:
+        if pipeline.counts is not None:
+            # No cancel check now: the stage's work is done and committed (a cancel stops the next stage).
+            done = {**progress.counts, **pipeline.counts(state), "activity": f"{stage} done", "stage_progress": 1.0}
+            update_progress(session, job_id, progress=(index + 1) / count, counts=done)
+        if index == count - 1:
             finish_job(session, job_id, result)
         else:
             save_result(session, job_id, result)
-    return state.to_json()
+    return pipeline.dump(state)
 
 
-def run_pipeline_job(settings: FerretSettings, payload: dict[str, Any]) -> None:
-    """Embedded mode: every stage in turn in this process; errors are already recorded in the job row."""
-    try:
-        for stage in STAGES:
-            payload = run_pipeline_step(settings, payload, stage=stage)
-    except JobStopped as stopped:
-        logger.info("%s", stopped)
-    except Exception:
-        logger.exception("pipeline job %s failed", payload.get("job_id"))
-
-
-def run_simple_job(
+def run_job(
     settings: FerretSettings,
-    job_id: int,
-    stage: str,
-    work: Callable[[Session, JobProgress], dict[str, Any]],
+    pipeline: Pipeline[Any],
+    payload: dict[str, Any],
     *,
-    retry: bool = False,
-) -> dict[str, Any]:
-    """A one-step job (an ingest, an index build): ``work`` returns the job's result."""
-    with job_step(settings, job_id, stage, retry=retry) as progress, session_scope(settings.database_url) as session:
-        result = work(session, progress)
-    with session_scope(settings.database_url) as session:
-        finish_job(session, job_id, result)
-    return result
+    connectors: ConnectorFactory | None = None,
+) -> None:
+    """Embedded mode (no broker): every stage of the job in turn in this process, as the workers would run them.
+
+    Errors are already recorded in the job row; here they are only logged.
+    """
+    try:
+        for stage in pipeline.stage_names:
+            payload = run_job_step(settings, payload, pipeline=pipeline, stage=stage, connectors=connectors)
+    except FerretError as stopped:  # JobStopped included: cancelled, or finished meanwhile
+        logger.info("job %s stopped: %s", payload.get("job_id"), stopped)
+    except Exception:
+        logger.exception("job %s failed", payload.get("job_id"))

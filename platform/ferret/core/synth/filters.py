@@ -106,6 +106,15 @@ def _drop(query: SyntheticQuery, reason: str) -> None:
     query.reason = reason
 
 
+def length_bounds(task: RetrievalTask) -> dict[str, int]:
+    """Query length limits that follow the task's own examples: keyword-style tasks (NFCorpus: "kidney") must
+    keep one-word queries, question tasks drop fragments. Zero-shot tasks keep the filter's defaults."""
+    lengths = [len(example.query.split()) for example in task.examples]
+    if not lengths:
+        return {}
+    return {"min_words": max(1, min(lengths) // 2), "max_words": max(40, 2 * max(lengths))}
+
+
 def length_reason(text: str, config: FilterConfig) -> str | None:
     words = len(text.split())
     if words < config.min_words:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from ferret.core.db.synthetic import (
 from ferret.core.db.task import example_document
 from ferret.core.errors import InvalidInputError
 from ferret.core.llm.base import Completion, LLMBackend, LLMError
+from ferret.core.progress import Progress, quiet
 from ferret.core.synth.prompt import PromptBudget, PromptBuilder, document_text
 from ferret.core.synth.query_text import clean_generation, is_verbatim_copy, looks_like_query, normalize
 from ferret.core.synth.task_spec import MAX_QUERIES_PER_DOC, GenerationSettings, task_generation_settings
@@ -49,9 +50,10 @@ FAILURE_NO_QUERY = "no query"
 FAILURE_RUN_ON = "run-on"
 FAILURE_EXAMPLE_COPY = "copy of an example query"
 FAILURE_DOCUMENT_COPY = "verbatim copy of the document"
+GENERATING = "generating queries"
+"""The activity generation reports progress under."""
 STOP = ("\n",)  # one query per line: the next line would be a new field
 
-ProgressCallback = Callable[[int, int], None]
 """Called with (documents done, documents in the run) after each batch."""
 
 
@@ -158,7 +160,7 @@ def generate(
     queries_per_doc: int | None = None,
     max_documents: int | None = None,
     batch_size: int = 8,
-    progress: ProgressCallback | None = None,
+    progress: Progress = quiet,
     fresh: bool = False,
     reuse_finished: bool = False,
 ) -> GenerationRun:
@@ -190,8 +192,7 @@ def generate(
     counters = GenerationCounters.from_dict(run.counters or {})
     wall_before, started = counters.wall_seconds, time.monotonic()
     finished = len(sample) - len(todo)
-    if progress:
-        progress(finished, len(sample))
+    progress(GENERATING, finished / max(len(sample), 1))
     example_queries = {normalize(query) for _, query in builder.examples}
     usage = getattr(backend, "usage", None)
     try:
@@ -221,8 +222,7 @@ def generate(
             run.counters = counters.as_dict()
             session.commit()  # one transaction per batch: an interruption loses at most this batch
             finished += len(documents)
-            if progress:
-                progress(finished, len(sample))
+            progress(GENERATING, finished / max(len(sample), 1))
     except KeyboardInterrupt:
         _close(session, run, wall_before, started, GenerationState.INTERRUPTED, "interrupted")
         raise

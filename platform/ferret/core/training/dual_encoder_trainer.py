@@ -11,19 +11,19 @@ from __future__ import annotations
 import importlib
 import logging
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ferret.core.errors import InvalidInputError
+from ferret.core.progress import Progress, quiet
 from ferret.core.training.config import DualEncoderTrainingConfig
 from ferret.core.training.cropping import independent_crops
 
 logger = logging.getLogger(__name__)
 
-StepCallback = Callable[[int, int, float | None], None]
 """(step, max_steps, last loss) after each logged step."""
 
 
@@ -62,11 +62,12 @@ def train_dual_encoder(
     *,
     negatives: Sequence[str] | None = None,
     corpus: Sequence[str] | None = None,
-    on_step: StepCallback | None = None,
+    progress: Progress = quiet,
 ) -> Path:
     """Train, save to ``config.output_dir`` and return it. ``queries[i]`` is answered by ``passages[i]``.
 
-    ``corpus`` (passage texts) feeds the optional cropping warm-up (``config.cropping_warmup_steps``)."""
+    ``corpus`` (passage texts) feeds the optional cropping warm-up (``config.cropping_warmup_steps``); ``progress``
+    hears ("training", fraction of the steps done) after every step."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
 
@@ -106,14 +107,8 @@ def train_dual_encoder(
     class _Progress(TrainerCallback):
         """Reports after every step (the job's progress writer throttles), so a cancel lands within one step."""
 
-        loss: float | None = None
-
-        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, float] | None = None, **_: Any) -> None:
-            self.loss = (logs or {}).get("loss", self.loss)
-
         def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
-            if on_step is not None:
-                on_step(state.global_step, state.max_steps, self.loss)
+            progress("training", state.global_step / max(state.max_steps, 1))
 
     def fit(data: Any, steps: int, callbacks: list[Any]) -> None:
         with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:

@@ -87,6 +87,20 @@ class GuardReport:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GuardReport:
+        """A stored report (``as_dict``, kept beside the model version and in the pipeline state) back."""
+        return cls(
+            candidate=GuardScores(**data["candidate"]),
+            reference=GuardScores(**data["reference"]),
+            passed=bool(data["passed"]),
+            reason=str(data["reason"]),
+            examples=int(data["examples"]),
+            held_out=int(data["held_out"]),
+            documents=int(data["documents"]),
+            held_out_gain_low=float(data.get("held_out_gain_low", 0.0)),
+        )
+
 
 def bootstrap_low(differences: np.ndarray, *, rounds: int = 2_000, seed: int = 13) -> float:
     """5th percentile of the mean of ``differences`` over bootstrap resamples (paired: one difference per query)."""

@@ -19,9 +19,11 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_process_init
 
+from ferret.core.db.engine import get_engine
 from ferret.core.errors import FerretError
 from ferret.core.settings import FerretSettings, get_settings
-from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, QUEUE_OF_TASK, TASK_MODULES, Queue, WorkerKind
+from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, QUEUE_OF_TASK, Queue, WorkerKind
+from ferret.workers.tasks.table import register_tasks
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a worker never downloads a model at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -76,7 +78,6 @@ def celery_config(settings: FerretSettings, kind: WorkerKind | None) -> dict[str
     if kind is not None:
         config["task_default_queue"] = str(QUEUE_OF_KIND[kind])
         config["worker_concurrency"] = DEFAULT_CONCURRENCY[kind]
-        config["include"] = list(TASK_MODULES[kind])
     return config
 
 
@@ -85,8 +86,10 @@ def create_app(kind: WorkerKind | None, settings: FerretSettings | None = None) 
     settings = settings or get_settings()
     name = f"ferret-{kind.value}" if kind is not None else "ferret-client"
     config = celery_config(settings, kind)
-    app = Celery(name, include=config.pop("include", []))
+    app = Celery(name)
     app.conf.update(config)
+    if kind is not None:
+        register_tasks(app, kind)  # the tasks of this kind's queue, from the declared pipelines
     return app
 
 
@@ -114,6 +117,4 @@ def client_app(settings: FerretSettings) -> Celery:
 @worker_process_init.connect
 def _fresh_database_engines(**_: Any) -> None:
     """A forked pool process must not share the parent's database connections: open its own."""
-    from ferret.core.db.engine import get_engine
-
     get_engine.cache_clear()

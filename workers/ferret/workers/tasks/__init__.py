@@ -1,1 +1,1 @@
-"""Thin Celery tasks, one module per stage: each hands its JSON payload to a runner of ``ferret.core.jobs``."""
+"""The Celery tasks: ``table`` defines one per declared stage; ``base`` is what they share."""

@@ -5,10 +5,10 @@ outcome into Celery's terms: a transient error is retried with backoff (the same
 afterwards), a stopped job (cancelled, or already finished) ends the task as ignored, which also ends the chain,
 and a task killed at its hard time limit marks its job failed from the worker's main process.
 
-Example:
-    >>> @shared_task(name=TaskName.TRAIN, bind=True, base=FerretTask)
+Example (what ``ferret.workers.tasks.table`` does for every declared stage):
+    >>> @shared_task(name="ferret.pipeline.train", bind=True, base=FerretTask)
     ... def train(self: FerretTask, payload: dict[str, Any]) -> dict[str, Any]:
-    ...     return run_step(self, partial(run_pipeline_step, stage="train"), payload)
+    ...     return run_step(self, partial(run_job_step, pipeline=PROMPTAGATOR, stage="train"), payload)
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The Promptagator pipeline for one task: generate → filter → hold out → train → register → guard → index → promote.
+"""The Promptagator pipeline for one task in this process: generate → filter → train → guard → index → promote.
 
-``run_pipeline`` runs the stages of ``ferret.core.pipeline.stages`` one after the other in this process; the
-workers run the very same stages as a Celery chain across the llm, cpu and gpu queues. Every stage is resumable
+``run_pipeline`` runs the declared stages (``ferret.core.pipeline.promptagator.stages.PROMPTAGATOR``) one after the
+other in this process, with the LLM and index backend the caller holds; the job runner and the workers run the very
+same declaration, stage by stage. Every stage is resumable
 or idempotent on its own (generation resumes its run, filters are re-applied from scratch, training reuses the
 model version it registered, index builds are versioned), so a failed pipeline is simply run again.
 Promotion is ``auto`` by default: only when the guard measures a gain over the active model (``training.guard``).
@@ -24,32 +25,15 @@ from ferret.core.db.synthetic import get_run
 from ferret.core.errors import ConflictError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.llm.base import LLMBackend
-from ferret.core.pipeline.stages import (
-    Status,
-    filter_stage,
-    generate_stage,
-    guard_report_from_dict,
-    guard_stage,
-    index_stage,
-    is_held_out,
-    length_bounds,
-    reference_model_name,
-    train_stage,
-)
-from ferret.core.pipeline.state import PipelineConfig, PipelineState
+from ferret.core.pipeline.declaration import StageContext, run_in_process
+from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR, reference_model_name
+from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
+from ferret.core.progress import Progress, quiet
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import FilterReport
 from ferret.core.training.guard import GuardReport
 
-__all__ = [
-    "PipelineConfig",
-    "PipelineResult",
-    "Status",
-    "is_held_out",
-    "length_bounds",
-    "pipeline_result",
-    "run_pipeline",
-]
+__all__ = ["PipelineConfig", "PipelineResult", "pipeline_result", "run_pipeline"]
 
 
 @dataclass
@@ -72,7 +56,7 @@ def pipeline_result(session: Session, state: PipelineState) -> PipelineResult:
         run=get_run(session, state.run_id),
         filters=FilterReport(**state.filters),
         model=get_model_version(session, state.model_name),
-        guard=guard_report_from_dict(state.guard),
+        guard=GuardReport.from_dict(state.guard),
         index_version=index_version,
         promoted=state.promoted,
         seconds=dict(state.seconds),
@@ -87,7 +71,7 @@ def run_pipeline(
     llm: LLMBackend,
     config: PipelineConfig = PipelineConfig(),
     *,
-    status: Status = lambda message, fraction: None,
+    status: Progress = quiet,
 ) -> PipelineResult:
     """All stages in this process, in order (``ferret pipeline run``, the quickstart, the benchmarks)."""
     name = config.model_name or f"{task.name}-{int(time.time())}"
@@ -95,9 +79,5 @@ def run_pipeline(
         raise ConflictError(f"Model version {name!r} already exists; choose another --model-name.")
     reference = reference_model_name(session, settings, task.corpus)
     state = PipelineState.start(task, config, model_name=name, reference_model=reference)
-    state = generate_stage(session, state, llm, status)
-    state = filter_stage(session, settings, state, status)
-    state = train_stage(session, settings, state, status)
-    state = guard_stage(session, settings, state, status)
-    state = index_stage(session, settings, index_backend, state, status)
-    return pipeline_result(session, state)
+    context = StageContext(session, settings, status, llm_backend=llm, index_backend=index_backend)
+    return pipeline_result(session, run_in_process(PROMPTAGATOR, state, context))

@@ -1,0 +1,24 @@
+"""Every kind of job Ferret runs, by its ``jobs.kind``: the declared pipelines and the one-step jobs.
+
+The job runner, embedded mode, the dispatcher and the Celery task table (``ferret.workers.tasks.table``) all read
+this table; a new pipeline (REALM) is listed here once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferret.core.errors import InvalidInputError
+from ferret.core.jobs.corpus_jobs import INDEX_BUILD, INGEST
+from ferret.core.pipeline.declaration import Pipeline
+from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
+
+JOB_KINDS: dict[str, Pipeline[Any]] = {pipeline.kind: pipeline for pipeline in (PROMPTAGATOR, INGEST, INDEX_BUILD)}
+
+
+def pipeline_of(kind: str) -> Pipeline[Any]:
+    """The declaration of a job kind."""
+    try:
+        return JOB_KINDS[kind]
+    except KeyError:
+        raise InvalidInputError(f"Unknown job kind {kind!r}; the kinds are {', '.join(sorted(JOB_KINDS))}.") from None

@@ -1,0 +1,190 @@
+"""Pipelines declared once: their stages, each stage's function, the resources it needs and its worker queue.
+
+Every driver is derived from a ``Pipeline``:
+
+- ``run_in_process`` runs the stages in order in this process (``ferret pipeline run``, the quickstart, benchmarks);
+- ``ferret.core.jobs.runner`` runs one stage of a job with its bookkeeping, and every stage in turn in embedded mode
+  (no broker);
+- ``ferret.workers`` registers one Celery task per stage (``Stage.task``) and routes it to ``Stage.queue``.
+
+A one-step job (an ingest, an index build) is a pipeline of one stage. Adding a pipeline (REALM) or a stage (a
+reranker) means writing its functions and one declaration, then listing the pipeline in
+``ferret.core.jobs.catalog``.
+
+Example:
+    >>> EXAMPLE = Pipeline(
+    ...     kind="example",
+    ...     stages=(Stage("count", count_documents, WorkerQueue.CPU), Stage("embed", embed, WorkerQueue.GPU, {INDEX})),
+    ...     load=ExampleState.from_json,
+    ...     dump=ExampleState.to_json,
+    ...     job_id=lambda state: state.job_id,
+    ... )
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy.orm import Session
+
+from ferret.core.index.backend import IndexBackend
+from ferret.core.index.factory import open_backend
+from ferret.core.llm.base import LLMBackend
+from ferret.core.llm.factory import build_backend
+from ferret.core.progress import CountingProgress, Progress, quiet
+from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import ConnectorFactory
+
+S = TypeVar("S")
+
+
+class WorkerQueue(enum.StrEnum):
+    """The kind of worker a stage runs on (``ferret.workers.names`` maps each to its Celery queue)."""
+
+    GPU = "gpu"  # training, embedding, index builds: one task at a time
+    LLM = "llm"  # query generation
+    CPU = "cpu"  # ingest, chunking, filters
+
+
+class Resource(enum.StrEnum):
+    """What a stage needs besides a session and the settings; the driver opens it and closes it afterwards."""
+
+    LLM = "llm"  # an LLMBackend built from the settings
+    INDEX = "index"  # the IndexBackend
+    CONNECTORS = "connectors"  # the connector registry (handed in by the runtime)
+
+
+class MissingResource(RuntimeError):
+    """A stage used a resource its declaration does not list."""
+
+
+@dataclass
+class StageContext:
+    """What a stage function is given: a session, the settings, a progress callback and its declared resources."""
+
+    session: Session
+    settings: FerretSettings
+    progress: Progress = quiet
+    llm_backend: LLMBackend | None = None
+    index_backend: IndexBackend | None = None
+    connector_factory: ConnectorFactory | None = None
+
+    @property
+    def llm(self) -> LLMBackend:
+        return _present(self.llm_backend, Resource.LLM)
+
+    @property
+    def backend(self) -> IndexBackend:
+        return _present(self.index_backend, Resource.INDEX)
+
+    @property
+    def connectors(self) -> ConnectorFactory:
+        return _present(self.connector_factory, Resource.CONNECTORS)
+
+    def add_counts(self, **counts: Any) -> None:
+        """Counts shown beside a job's progress (documents added, ...); dropped when the progress keeps none."""
+        if isinstance(self.progress, CountingProgress):
+            self.progress.add_counts(**counts)
+
+
+_R = TypeVar("_R")
+
+
+def _present(value: _R | None, resource: Resource) -> _R:
+    if value is None:
+        raise MissingResource(f"the stage did not declare the {resource.value!r} resource")
+    return value
+
+
+@dataclass(frozen=True)
+class Stage(Generic[S]):
+    """One stage: ``run(context, state)`` returns the state for the next stage (or the job's result)."""
+
+    name: str
+    run: Callable[[StageContext, S], S]
+    queue: WorkerQueue
+    needs: Collection[Resource] = frozenset()
+    task: str = ""
+    """The Celery task name; ``Pipeline`` derives ``<task_prefix>.<name>`` when it is empty."""
+
+
+@dataclass(frozen=True)
+class Pipeline(Generic[S]):
+    """A job kind and its stages in order, with how its state travels as JSON between them."""
+
+    kind: str
+    """The job kind (the ``jobs.kind`` column)."""
+    stages: tuple[Stage[S], ...]
+    load: Callable[[dict[str, Any]], S]
+    dump: Callable[[S], dict[str, Any]]
+    job_id: Callable[[S], int | None]
+    task_prefix: str = "ferret.pipeline"
+    counts: Callable[[S], dict[str, Any]] | None = None
+    """What the admin shows beside the progress bar, refreshed after every stage; None: nothing."""
+    result: Callable[[S, Sequence[str]], dict[str, Any]] | None = None
+    """The job's stored result after the stages done so far; None: the state itself."""
+    description: str = ""
+    _named: dict[str, Stage[S]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        named = {}
+        for stage in self.stages:
+            if stage.name in named:
+                raise ValueError(f"pipeline {self.kind!r} declares stage {stage.name!r} twice")
+            named[stage.name] = stage if stage.task else _with_task(stage, f"{self.task_prefix}.{stage.name}")
+        object.__setattr__(self, "_named", named)
+        object.__setattr__(self, "stages", tuple(named.values()))
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(self._named)
+
+    def stage(self, name: str) -> Stage[S]:
+        try:
+            return self._named[name]
+        except KeyError:
+            raise ValueError(f"unknown stage {name!r} of pipeline {self.kind!r}") from None
+
+    def index(self, name: str) -> int:
+        return self.stage_names.index(self.stage(name).name)
+
+    def job_result(self, state: S, done: Sequence[str]) -> dict[str, Any]:
+        return self.result(state, done) if self.result is not None else self.dump(state)
+
+
+def _with_task(stage: Stage[S], task: str) -> Stage[S]:
+    return Stage(name=stage.name, run=stage.run, queue=stage.queue, needs=stage.needs, task=task)
+
+
+@contextmanager
+def open_stage(
+    stage: Stage[Any],
+    session: Session,
+    settings: FerretSettings,
+    progress: Progress,
+    *,
+    connectors: ConnectorFactory | None = None,
+) -> Iterator[StageContext]:
+    """The context of one stage with the resources it declares, opened from the settings and closed afterwards."""
+    with ExitStack() as stack:
+        llm = index = None
+        if Resource.LLM in stage.needs:
+            llm = build_backend(settings)
+            stack.callback(llm.close)
+        if Resource.INDEX in stage.needs:
+            index = open_backend(settings)
+            stack.callback(index.close)
+        if Resource.CONNECTORS in stage.needs and connectors is None:
+            raise MissingResource(f"stage {stage.name!r} needs connectors and none were handed to the job runner")
+        yield StageContext(session, settings, progress, llm, index, connectors)
+
+
+def run_in_process(pipeline: Pipeline[S], state: S, context: StageContext) -> S:
+    """Every stage in order in this process, with resources the caller already holds (one session throughout)."""
+    for stage in pipeline.stages:
+        state = stage.run(context, state)
+    return state
