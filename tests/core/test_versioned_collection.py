@@ -52,9 +52,9 @@ def top_hit(session: Session, settings: FerretSettings, backend: EdgeIndexBacken
 def test_build_makes_a_complete_ready_version_that_is_not_active(
     session: Session, backend: EdgeIndexBackend, corpus: Corpus, model: ModelVersion, versions: VersionedCollection
 ) -> None:
-    progress: list[tuple[int, int]] = []
+    progress: list[tuple[str, float]] = []
 
-    built = versions.build(model, progress=lambda done, total: progress.append((done, total)))
+    built = versions.build(model, progress=lambda activity, fraction: progress.append((activity, fraction)))
 
     _, passages = corpus_counts(session, corpus)
     assert built.state == IndexState.READY
@@ -63,7 +63,7 @@ def test_build_makes_a_complete_ready_version_that_is_not_active(
     assert built.passage_count == built.point_count == passages == 6
     assert built.ready_at is not None and built.activated_at is None
     assert backend.count(built.collection) == passages
-    assert progress[-1] == (passages, passages)
+    assert progress[-1] == ("indexing", 1.0)
     assert active_index_version(session, corpus) is None
     assert backend.resolve_alias("kb") is None
 
