@@ -149,12 +149,18 @@ def create_key(home: Path) -> str:
 
 
 def in_process_latencies(home: Path, queries: list[str], mode: str, requests: int) -> list[Latency]:
+    from sqlalchemy.orm import sessionmaker
+
+    from ferret.core.db.engine import get_engine
     from ferret.core.index.types import parse_mode
     from ferret.core.search.searcher import Searcher
 
     app = open_platform(home)
     sessions = [open_session(app.settings) for _ in range(max(API_CONCURRENCY))]
-    searchers = [Searcher(s, app.settings, app.backend) for s in sessions]
+    searcher = Searcher(
+        app.settings, app.backend, sessionmaker(get_engine(app.settings.database_url), expire_on_commit=False)
+    )
+    searchers = [searcher] * len(sessions)
 
     def call(worker: int, i: int) -> object:
         return searchers[worker].search(

@@ -64,8 +64,10 @@ def search_benchmark(
     hnsw_efs: Sequence[int],
 ) -> dict[str, Any]:
     import qdrant_edge as qe
+    from sqlalchemy.orm import sessionmaker
 
     from ferret.core.db.corpus import create_corpus, get_corpus
+    from ferret.core.db.engine import get_engine
     from ferret.core.db.index_version import active_index_version, create_index_version
     from ferret.core.db.models import IndexState, utcnow
     from ferret.core.encoder.registry import ModelRegistry
@@ -157,7 +159,9 @@ def search_benchmark(
         return top[np.argsort(-scores[top])]
 
     searcher_sessions = [open_session(settings) for _ in range(max(CONCURRENCY))]
-    searchers = [Searcher(s, settings, backend) for s in searcher_sessions]
+    # One searcher for the process, shared by every caller, as the runtime builds it (its caches are its state).
+    searcher = Searcher(settings, backend, sessionmaker(get_engine(settings.database_url), expire_on_commit=False))
+    searchers = [searcher] * max(CONCURRENCY)
     calls: dict[str, Callable[[int, int], object]] = {
         "platform Searcher.search, dense": lambda w, i: searchers[w].search(alias, queries[i], k=TOP_K, mode="dense"),
         "platform Searcher.search, hybrid": lambda w, i: searchers[w].search(alias, queries[i], k=TOP_K, mode="hybrid"),

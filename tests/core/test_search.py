@@ -79,7 +79,7 @@ def installation(tmp_path_factory: pytest.TempPathFactory, encoder: DualEncoder)
 
 @pytest.fixture
 def searcher(installation: Installation) -> Searcher:
-    return Searcher(installation.session, installation.settings, installation.backend)
+    return Searcher.over(installation.session, installation.settings, installation.backend)
 
 
 @pytest.fixture
@@ -173,7 +173,7 @@ def test_search_many_answers_each_query_in_order(searcher: Searcher, active: Ind
 def test_a_ready_version_can_be_searched_explicitly_and_a_retired_one_cannot(
     session: Session, settings: FerretSettings, backend: EdgeIndexBackend, versions: VersionedCollection
 ) -> None:
-    searcher = Searcher(session, settings, backend)
+    searcher = Searcher.over(session, settings, backend)
     model = ModelRegistry(session, settings).ensure_base()
     versions.promote(versions.build(model))
     newer = versions.build(model)
@@ -199,7 +199,7 @@ def test_an_unknown_corpus_is_not_found(searcher: Searcher, active: IndexVersion
 def test_a_corpus_without_an_active_index_is_a_conflict(
     session: Session, settings: FerretSettings, backend: EdgeIndexBackend, versions: VersionedCollection
 ) -> None:
-    searcher = Searcher(session, settings, backend)
+    searcher = Searcher.over(session, settings, backend)
     with pytest.raises(ConflictError, match="no active index"):
         searcher.search("kb", "volcano")
 
@@ -212,7 +212,7 @@ def test_a_corpus_without_an_active_index_is_a_conflict(
 @pytest.mark.parametrize("mode", ["bad", "DENSE", "bm25"])
 def test_an_unknown_mode_is_a_user_error(searcher: Searcher, active: IndexVersion, mode: str) -> None:
     with pytest.raises(InvalidInputError, match="mode"):
-        searcher.search("kb", "volcano", mode=mode)  # type: ignore[arg-type]  # what an API caller may send
+        searcher.search("kb", "volcano", mode=mode)  # what an API caller may send
 
 
 @pytest.mark.parametrize("k", [0, -1, 1001])

@@ -46,7 +46,7 @@ def states(session: Session, corpus: Corpus) -> dict[int, IndexState]:
 
 
 def top_hit(session: Session, settings: FerretSettings, backend: EdgeIndexBackend, query: str) -> str:
-    return Searcher(session, settings, backend).search("kb", query, k=1)[0].external_id
+    return Searcher.over(session, settings, backend).search("kb", query, k=1)[0].external_id
 
 
 def test_build_makes_a_complete_ready_version_that_is_not_active(

@@ -62,7 +62,7 @@ def test_guard_decides_and_force_promotes(
     assert forced.promoted and forced.index_version is not None
     assert forced.index_version.state == IndexState.ACTIVE
     assert backend.resolve_alias("facts") == forced.index_version.collection
-    hits = Searcher(session, settings, backend).search("facts", "which planet has a great red spot", k=1)
+    hits = Searcher.over(session, settings, backend).search("facts", "which planet has a great red spot", k=1)
     assert hits[0].external_id == "d3"
 
 

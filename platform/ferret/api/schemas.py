@@ -10,7 +10,7 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.models import ApiKeyScope, IndexState, JobState
@@ -35,6 +35,14 @@ def _as_utc(value: datetime) -> datetime:
 
 
 Timestamp = Annotated[datetime, AfterValidator(_as_utc)]
+JsonObject = Annotated[dict[str, Any], BeforeValidator(lambda value: {} if value is None else value)]
+"""A JSON column that may be NULL in the row: answered as an empty object."""
+
+
+class FromAttributes(BaseModel):
+    """A response body read from an object's attributes (a row, a search result, a report): ``model_validate(row)``."""
+
+    model_config = ConfigDict(from_attributes=True)
 
 
 def _unstorable(value: Any) -> str | None:
@@ -131,7 +139,7 @@ class SearchIn(ApiRequest):
     filters: SearchFilters = Field(default_factory=SearchFilters)
 
 
-class SearchResultOut(BaseModel):
+class SearchResultOut(FromAttributes):
     document_id: int
     external_id: str
     title: str
@@ -181,12 +189,12 @@ class DeleteIn(ApiRequest):
     external_ids: list[ExternalId] = Field(description="Unknown ids are ignored, so a retried delete is harmless.")
 
 
-class SkippedOut(BaseModel):
+class SkippedOut(FromAttributes):
     external_id: str
     reason: str
 
 
-class PushOut(BaseModel):
+class PushOut(FromAttributes):
     added: int
     updated: int
     unchanged: int
@@ -273,15 +281,15 @@ class JobIn(ApiRequest):
     config: PipelineConfigIn = Field(default_factory=PipelineConfigIn)
 
 
-class JobOut(BaseModel):
+class JobOut(FromAttributes):
     id: int
     kind: str
     corpus_id: int | None
     state: JobState
     stage: str
     progress: float
-    counts: dict[str, Any]
-    params: dict[str, Any]
+    counts: JsonObject
+    params: JsonObject
     error: str | None
     cancel_requested: bool
     result: dict[str, Any] | None
@@ -325,7 +333,7 @@ class ApiKeyIn(ApiRequest):
     )
 
 
-class ApiKeyOut(BaseModel):
+class ApiKeyOut(FromAttributes):
     name: str
     prefix: str = Field(description="The public head of the key (`fk_<prefix>_…`), to tell keys apart in logs.")
     scopes: list[str]

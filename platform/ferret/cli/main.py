@@ -25,8 +25,6 @@ from ferret.core.db import migrate
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
 from ferret.core.errors import FerretError, InvalidInputError
 from ferret.core.eval.evaluate import evaluate_dataset
-from ferret.core.index.types import parse_mode
-from ferret.core.search.searcher import Searcher
 from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context
 
@@ -133,9 +131,7 @@ def search(
 ) -> None:
     """Search the active index version of a corpus."""
     with app_context() as ctx:
-        results = Searcher(ctx.session, ctx.settings, ctx.backend).search(
-            corpus, query, k=k, mode=parse_mode(mode), acl_groups=group
-        )
+        results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=group)
         print_results(query, results)
 
 

@@ -24,7 +24,6 @@ from ferret.core.eval.beir import load_queries
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
 from ferret.core.llm.factory import build_backend
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
-from ferret.core.search.searcher import Searcher
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec
 from ferret.runtime.context import AppContext, app_context
@@ -121,7 +120,7 @@ def _train(ctx: AppContext) -> str | None:
 
 def _show_searches(ctx: AppContext, title: str) -> None:
     console.print(f"[bold]{title}[/bold]")
-    searcher = Searcher(ctx.session, ctx.settings, ctx.backend)
+    searcher = ctx.searcher
     for query in EXAMPLE_QUERIES:
         print_results(query, searcher.search(DEMO_CORPUS, query, k=3))
         console.print()

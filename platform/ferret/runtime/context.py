@@ -25,6 +25,7 @@ from ferret.core.errors import FerretError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.factory import open_backend
 from ferret.core.jobs.queue import JobQueue
+from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings, get_settings
 from ferret.core.sources.capabilities import ConnectorFactory
 from ferret.workers.dispatch import Dispatcher
@@ -39,6 +40,8 @@ class Runtime:
     backend: IndexBackend
     jobs: JobQueue
     connectors: ConnectorFactory
+    searcher: Searcher
+    """The process's one searcher: its caches live as long as the backend it queries."""
 
 
 @dataclass
@@ -63,6 +66,10 @@ class AppContext:
     @property
     def connectors(self) -> ConnectorFactory:
         return self.runtime.connectors
+
+    @property
+    def searcher(self) -> Searcher:
+        return self.runtime.searcher
 
 
 def ensure_schema(settings: FerretSettings) -> None:
@@ -94,6 +101,7 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
             backend=backend,
             jobs=Dispatcher(settings),
             connectors=build_connector,
+            searcher=Searcher(settings, backend, sessions),
         )
     finally:
         backend.close()

@@ -16,15 +16,7 @@ router = APIRouter(tags=["API keys"])
 
 
 def api_key_out(key: ApiKey) -> ApiKeyOut:
-    return ApiKeyOut(
-        name=key.name,
-        prefix=key.prefix,
-        scopes=list(key.scopes),
-        acl_groups=list(key.acl_groups),
-        created_at=key.created_at,
-        last_used_at=key.last_used_at,
-        revoked_at=key.revoked_at,
-    )
+    return ApiKeyOut.model_validate(key)
 
 
 @router.get("/v1/api-keys", response_model=ApiKeyList, responses=error_responses(401, 403), summary="List API keys")

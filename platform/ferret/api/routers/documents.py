@@ -11,7 +11,7 @@ from fastapi import APIRouter, HTTPException, Path, status
 from ferret.api.auth import IngestCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import DeleteIn, PushIn, PushOut, SkippedOut
+from ferret.api.schemas import DeleteIn, PushIn, PushOut
 from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus
@@ -30,15 +30,7 @@ def _check_batch(count: int, limit: int) -> None:
 
 
 def _report(report: IngestReport) -> PushOut:
-    return PushOut(
-        added=report.added,
-        updated=report.updated,
-        unchanged=report.unchanged,
-        deleted=report.deleted,
-        passages_added=report.passages_added,
-        passages_deleted=report.passages_deleted,
-        skipped=[SkippedOut(external_id=s.external_id, reason=s.reason) for s in report.skipped],
-    )
+    return PushOut.model_validate(report)
 
 
 @router.post(

@@ -22,22 +22,7 @@ JobId = Path(ge=1, le=2**63 - 1)
 
 
 def job_out(job: Job) -> JobOut:
-    return JobOut(
-        id=job.id,
-        kind=job.kind,
-        corpus_id=job.corpus_id,
-        state=job.state,
-        stage=job.stage,
-        progress=job.progress,
-        counts=dict(job.counts or {}),
-        params=dict(job.params or {}),
-        error=job.error,
-        cancel_requested=job.cancel_requested,
-        result=job.result,
-        created_at=job.created_at,
-        started_at=job.started_at,
-        finished_at=job.finished_at,
-    )
+    return JobOut.model_validate(job)
 
 
 @router.get("/v1/jobs", response_model=JobList, responses=error_responses(401, 403, 422), summary="List jobs")

@@ -7,10 +7,9 @@ import time
 from fastapi import APIRouter, Path
 
 from ferret.api.auth import SearchCaller
-from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.dependencies import StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import SearchIn, SearchOut, SearchResultOut
-from ferret.core.search.searcher import Searcher
 
 router = APIRouter(tags=["search"])
 
@@ -24,15 +23,14 @@ router = APIRouter(tags=["search"])
 def search(
     body: SearchIn,
     caller: SearchCaller,
-    session: SessionDep,
     state: StateDep,
     corpus: str = Path(max_length=128),
 ) -> SearchOut:
     """The top ``k`` documents for ``query``, each with its best passage. Only documents shared with one of the
     key's groups, or public, can be returned; ``filters`` narrow further. 409 when the corpus has no active index."""
     started = time.perf_counter()
-    mode = body.mode or state.settings.search_mode
-    results = Searcher(session, state.settings, state.backend).search(
+    mode = state.searcher.mode(body.mode)
+    results = state.searcher.search(
         corpus,
         body.query,
         k=body.k,
@@ -44,18 +42,6 @@ def search(
         corpus=corpus,
         query=body.query,
         mode=mode,
-        results=[
-            SearchResultOut(
-                document_id=r.document_id,
-                external_id=r.external_id,
-                title=r.title,
-                text=r.text,
-                score=r.score,
-                passage_id=r.passage_id,
-                source=r.source,
-                metadata=r.metadata,
-            )
-            for r in results
-        ],
+        results=[SearchResultOut.model_validate(result) for result in results],
         took_ms=(time.perf_counter() - started) * 1000,
     )

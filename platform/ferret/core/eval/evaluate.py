@@ -111,7 +111,7 @@ def evaluate_dataset(
         raise TypeError("the beir connector must be a LoadConnector")
     Ingestor(session, settings, backend, corpus).run(source)
     registry = ModelRegistry(session, settings)
-    searcher = Searcher(session, settings, backend)
+    searcher = Searcher.over(session, settings, backend)
     for model_name in models:
         model = registry.get(model_name)
         index_version = ensure_index(session, settings, backend, corpus, model, status)

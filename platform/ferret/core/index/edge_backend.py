@@ -180,6 +180,10 @@ class EdgeIndexBackend(IndexBackend):
         )
 
     def _target(self, name: str) -> str:
+        """The collection ``name`` stands for: itself when it is an open collection (the searcher resolved the
+        alias already: no second read of the alias file), else what the alias points at."""
+        if name in self._shards:
+            return name
         return self.resolve_alias(name) or name
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:

@@ -1,13 +1,18 @@
 """The server backend: qdrant-client against a Qdrant server by URL.
 
 Each index version is its own collection; the alias search reads is moved with one
-``update_collection_aliases`` call (delete + create in one request), which Qdrant applies atomically. CI has no
+``update_collection_aliases`` call (delete + create in one request), which Qdrant applies atomically. Listing the
+aliases is a request of its own, so the backend keeps the alias map and refreshes it when it changes: at once
+after this process moves or deletes an alias, on a miss (an alias it does not know yet), and at most
+``alias_refresh_s`` seconds after another process (a worker's promotion) moved one. CI has no
 Qdrant server, so the contract tests run this class over ``QdrantClient(":memory:")``, the same client API.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -40,8 +45,28 @@ class QdrantServerBackend(IndexBackend):
 
     kind = "server"
 
-    def __init__(self, client: QdrantClient) -> None:
+    def __init__(
+        self, client: QdrantClient, *, alias_refresh_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.client = client
+        self.alias_refresh_s = alias_refresh_s
+        self._clock = clock
+        self._aliases: dict[str, str] | None = None
+        self._aliases_read_at = 0.0
+        self._aliases_lock = threading.Lock()
+
+    def _alias_map(self, *, refresh: bool = False) -> dict[str, str]:
+        """Alias → collection, read again when asked, when never read, or older than ``alias_refresh_s``."""
+        with self._aliases_lock:
+            now = self._clock()
+            if refresh or self._aliases is None or now - self._aliases_read_at >= self.alias_refresh_s:
+                self._aliases = {str(a.alias_name): str(a.collection_name) for a in self.client.get_aliases().aliases}
+                self._aliases_read_at = now
+            return self._aliases
+
+    def _aliases_changed(self) -> None:
+        with self._aliases_lock:
+            self._aliases = None
 
     def create_collection(self, collection: str, dimension: int) -> None:
         if self.client.collection_exists(collection):
@@ -58,6 +83,7 @@ class QdrantServerBackend(IndexBackend):
 
     def drop_collection(self, collection: str) -> None:
         self.client.delete_collection(collection)
+        self._aliases_changed()  # Qdrant deletes a collection's aliases with it
 
     def list_collections(self) -> list[str]:
         return sorted(c.name for c in self.client.get_collections().collections)
@@ -92,26 +118,32 @@ class QdrantServerBackend(IndexBackend):
         if not self.client.collection_exists(collection):
             raise KeyError(f"collection {collection!r} does not exist")
         operations: list[models.AliasOperations] = []
-        if self.resolve_alias(alias) is not None:
+        if alias in self._alias_map(refresh=True):
             operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
         operations.append(
             models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=collection, alias_name=alias))
         )
-        self.client.update_collection_aliases(change_aliases_operations=operations)
+        try:
+            self.client.update_collection_aliases(change_aliases_operations=operations)
+        finally:
+            self._aliases_changed()
 
     def resolve_alias(self, alias: str) -> str | None:
-        for description in self.client.get_aliases().aliases:
-            if description.alias_name == alias:
-                return str(description.collection_name)
-        return None
+        aliases = self._alias_map()
+        if alias not in aliases:  # a miss: another process may have created it since the last read
+            aliases = self._alias_map(refresh=True)
+        return aliases.get(alias)
 
     def delete_alias(self, alias: str) -> None:
-        if self.resolve_alias(alias) is not None:
-            self.client.update_collection_aliases(
-                change_aliases_operations=[
-                    models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
-                ]
-            )
+        if alias in self._alias_map(refresh=True):
+            try:
+                self.client.update_collection_aliases(
+                    change_aliases_operations=[
+                        models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias))
+                    ]
+                )
+            finally:
+                self._aliases_changed()
 
     def _query(self, request: SearchRequest) -> dict[str, Any]:
         params = models.SearchParams(hnsw_ef=request.hnsw_ef, exact=request.exact)

@@ -4,21 +4,26 @@ Qdrant ranks passages; a document is as relevant as its best passage (MaxP), so 
 document after the query. Access control is never applied after the query: the ``acl_groups`` condition is part
 of the Qdrant filter, prefetches included.
 
+One ``Searcher`` per process (the runtime builds it): it holds, as its own state, which model embedded each
+collection (a collection is built by one model for life) and the BM25 query encoder, so the hot path runs no SQL.
+The alias is resolved once per query; the collection it names is what is queried.
+
 Example:
-    >>> searcher = Searcher(session, settings, backend)
+    >>> searcher = Searcher(settings, backend, sessions)  # sessions: a sessionmaker, used on a cache miss only
     >>> for hit in searcher.search("handbook", "parental leave", k=5, acl_groups=["hr"]):
     ...     print(hit.title, hit.score)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.core.acl import PUBLIC_GROUP
+from ferret.core.acl import search_groups
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, find_index_version_by_collection
 from ferret.core.db.models import IndexState, IndexVersion
@@ -33,10 +38,10 @@ from ferret.core.settings import FerretSettings
 _PASSAGES_PER_DOCUMENT = 3
 MAX_K = 1000
 MAX_PASSAGES = 10_000
-# BM25 query vectors weigh each distinct query term 1; length normalization only shapes document vectors.
-_QUERY_BM25 = SparseEncoder()
-_MODEL_OF_COLLECTION: dict[str, str] = {}
 _MAX_DEEPENING = 2
+
+SessionSource = Callable[[], AbstractContextManager[Session]]
+"""Opens a session for the lookups of a cache miss: a ``sessionmaker``, or ``Searcher.over``'s held session."""
 
 
 @dataclass(frozen=True)
@@ -83,17 +88,32 @@ def dedupe_by_document(hits: Sequence[SearchHit], k: int) -> list[SearchResult]:
 
 
 class Searcher:
-    def __init__(self, session: Session, settings: FerretSettings, backend: IndexBackend) -> None:
-        self.session = session
+    def __init__(self, settings: FerretSettings, backend: IndexBackend, sessions: SessionSource) -> None:
         self.settings = settings
         self.backend = backend
+        self.sessions = sessions
+        self.model_of_collection: dict[str, str] = {}
+        """Collection → folder of the model that embedded it; filled on first use, never stale (see ``_resolve``)."""
+        # BM25 query vectors weigh each distinct query term 1; length normalization only shapes document vectors.
+        self.query_bm25 = SparseEncoder()
+
+    @classmethod
+    def over(cls, session: Session, settings: FerretSettings, backend: IndexBackend) -> Searcher:
+        """A searcher that does its lookups in a session the caller holds (evaluation, tests)."""
+        return cls(settings, backend, lambda: nullcontext(session))
+
+    def mode(self, mode: str | None) -> SearchMode:
+        """The search mode of a request: the one asked for, else the configured default (``FERRET_SEARCH_MODE``).
+
+        An API caller may send any string: an unknown mode is refused rather than replaced by the default."""
+        return parse_mode(mode) or self.settings.search_mode
 
     def _resolve(self, corpus_name: str, index_version: IndexVersion | None) -> tuple[str, str]:
         """(collection to query, folder of the model that embedded it).
 
         The alias is resolved once and the collection itself is queried, so the query vector always comes from the
         model of the collection it searches, even while a promotion swaps the alias. A collection is built by one
-        model for life, so that mapping is cached per process and the hot path runs no SQL."""
+        model for life, so that mapping is kept by the searcher and the hot path runs no SQL."""
         if index_version is not None:
             if index_version.state not in (IndexState.READY, IndexState.ACTIVE):
                 raise ConflictError(
@@ -101,22 +121,24 @@ class Searcher:
                 )
             return index_version.collection, index_version.model_version.path
         collection = self.backend.resolve_alias(corpus_name)
-        if collection is not None and collection in _MODEL_OF_COLLECTION:
-            return collection, _MODEL_OF_COLLECTION[collection]
-        corpus = get_corpus(self.session, corpus_name)
-        active = active_index_version(self.session, corpus)
-        if active is None or collection is None:
-            raise ConflictError(
-                f"Corpus {corpus.name!r} has no active index; "
-                f"run `ferret index build --corpus {corpus.name} --promote`."
-            )
-        built = (
-            active if active.collection == collection else find_index_version_by_collection(self.session, collection)
-        )
-        if built is None:
-            raise ConflictError(f"The alias of corpus {corpus.name!r} points at an unknown collection {collection!r}.")
-        _MODEL_OF_COLLECTION[collection] = built.model_version.path
-        return collection, built.model_version.path
+        if collection is not None and collection in self.model_of_collection:
+            return collection, self.model_of_collection[collection]
+        with self.sessions() as session:
+            corpus = get_corpus(session, corpus_name)
+            active = active_index_version(session, corpus)
+            if active is None or collection is None:
+                raise ConflictError(
+                    f"Corpus {corpus.name!r} has no active index; "
+                    f"run `ferret index build --corpus {corpus.name} --promote`."
+                )
+            built = active if active.collection == collection else find_index_version_by_collection(session, collection)
+            if built is None:
+                raise ConflictError(
+                    f"The alias of corpus {corpus.name!r} points at an unknown collection {collection!r}."
+                )
+            path = built.model_version.path
+        self.model_of_collection[collection] = path
+        return collection, path
 
     def requests(
         self,
@@ -130,7 +152,7 @@ class Searcher:
     ) -> list[SearchRequest]:
         if not 1 <= k <= MAX_K:
             raise InvalidInputError(f"k must be between 1 and {MAX_K}.")
-        groups = None if acl_groups is None else sorted({*acl_groups, PUBLIC_GROUP})
+        groups = None if acl_groups is None else search_groups(acl_groups)
         dense = None
         if mode != "sparse":
             encoder = load_encoder(model_path, self.settings)
@@ -140,7 +162,7 @@ class Searcher:
                 limit=k * _PASSAGES_PER_DOCUMENT,
                 mode=mode,
                 dense=dense[i] if dense is not None else None,
-                sparse=_QUERY_BM25.embed_query(query) if mode != "dense" else None,
+                sparse=self.query_bm25.embed_query(query) if mode != "dense" else None,
                 acl_groups=groups,
                 filters=dict(filters or {}),
                 rrf_k=self.settings.rrf_k,
@@ -154,7 +176,7 @@ class Searcher:
         query: str,
         *,
         k: int = 10,
-        mode: SearchMode | None = None,
+        mode: str | None = None,
         acl_groups: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
@@ -183,7 +205,7 @@ class Searcher:
         queries: Sequence[str],
         *,
         k: int = 10,
-        mode: SearchMode | None = None,
+        mode: str | None = None,
         acl_groups: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
@@ -193,8 +215,7 @@ class Searcher:
             model_path,
             queries,
             k=k,
-            # An API caller may send any string: refuse an unknown mode rather than fall back to sparse search.
-            mode=parse_mode(mode) or self.settings.search_mode,
+            mode=self.mode(mode),
             acl_groups=acl_groups,
             filters=filters,
         )
