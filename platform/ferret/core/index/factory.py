@@ -7,6 +7,7 @@ from ferret.core.settings import FerretSettings
 
 
 def open_backend(settings: FerretSettings) -> IndexBackend:
+    # Each backend is imported only when chosen: one loads qdrant-client, the other Qdrant Edge's native module.
     if settings.qdrant_url:
         from qdrant_client import QdrantClient
 

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ferret.core.errors import InvalidInputError
+
 DENSE = "dense"
 SPARSE = "bm25"
 SearchMode = Literal["dense", "sparse", "hybrid"]
@@ -22,8 +24,6 @@ def parse_mode(mode: str | None) -> SearchMode | None:
     for known in SEARCH_MODES:
         if mode == known:
             return known
-    from ferret.core.errors import InvalidInputError
-
     raise InvalidInputError(f"Search mode {mode!r} is not one of {', '.join(SEARCH_MODES)}.")
 
 

@@ -17,6 +17,7 @@ from ferret.core.settings import FerretSettings
 
 def build_backend(settings: FerretSettings) -> LLMBackend:
     """The configured generator; the embedded one loads its model on first use."""
+    # Each backend is imported only when chosen: one pulls in the openai client, the other transformers.
     if settings.llm_base_url:
         from ferret.core.llm.openai_backend import OpenAICompatibleBackend
 

@@ -1,0 +1,111 @@
+"""The import rules of ARCHITECTURE.md, checked over the source tree: which part of Ferret may import which.
+
+Every ``import``/``from ... import`` of a ``ferret`` module is read from the AST of every source file, at module
+level and inside functions alike, so an import hidden in a function cannot get around a rule. Function-level imports
+of Ferret's own modules are allowed only where they keep a heavy or optional dependency off the import path (listed
+below, each with its reason); anywhere else they would only hide a cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_ROOTS = ("platform", "connectors", "workers", "ui")
+
+ALLOWED: dict[str, set[str]] = {
+    # The domain imports nothing but itself.
+    "ferret.core": {"ferret.core"},
+    # Adapters implement the domain's ports.
+    "ferret.connectors": {"ferret.core", "ferret.connectors"},
+    "ferret.workers": {"ferret.core", "ferret.connectors", "ferret.workers"},
+    # The composition root wires adapters into the domain.
+    "ferret.runtime": {"ferret.core", "ferret.connectors", "ferret.workers", "ferret.runtime"},
+    # Faces sit on the runtime and the domain; the CLI also starts workers (`ferret worker`).
+    "ferret.api": {"ferret.core", "ferret.runtime", "ferret.api"},
+    "ferret.cli": {"ferret.core", "ferret.runtime", "ferret.cli", "ferret.workers"},
+    "ferret.ui": {"ferret.core", "ferret.runtime", "ferret.ui"},
+}
+
+FUNCTION_LEVEL_IMPORTS = {
+    # The index backend chosen by the settings: qdrant-client or Qdrant Edge's native module, not both.
+    ("ferret.core.index.factory", "ferret.core.index.server_backend"),
+    ("ferret.core.index.factory", "ferret.core.index.edge_backend"),
+    # The generator chosen by the settings: the openai client or transformers, not both.
+    ("ferret.core.llm.factory", "ferret.core.llm.openai_backend"),
+    ("ferret.core.llm.factory", "ferret.core.llm.local_backend"),
+    # Celery is the optional `workers` extra, needed only when a broker is configured.
+    ("ferret.workers.dispatch", "ferret.workers.apps.base"),
+}
+"""(importing module, imported module) pairs allowed inside a function."""
+
+
+def _module_name(path: Path) -> str:
+    for root in SOURCE_ROOTS:
+        base = ROOT / root
+        if path.is_relative_to(base):
+            parts = list(path.relative_to(base).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            return ".".join(parts)
+    raise ValueError(path)
+
+
+def _sources() -> Iterator[tuple[str, ast.Module]]:
+    for root in SOURCE_ROOTS:
+        for path in sorted((ROOT / root / "ferret").rglob("*.py")):
+            yield _module_name(path), ast.parse(path.read_text(), filename=str(path))
+
+
+def _ferret_imports(tree: ast.Module) -> Iterator[tuple[str, bool]]:
+    """(imported ferret module, whether the import is inside a function) for every import in ``tree``."""
+
+    def visit(node: ast.AST, in_function: bool) -> Iterator[tuple[str, bool]]:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+            if isinstance(child, ast.Import):
+                yield from ((alias.name, inside) for alias in child.names if alias.name.startswith("ferret."))
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and (child.module or "").startswith("ferret"):
+                yield str(child.module), inside
+            yield from visit(child, inside)
+
+    yield from visit(tree, False)
+
+
+def _part(module: str) -> str:
+    """The top part a module belongs to: ferret.core, ferret.api, ..."""
+    return ".".join(module.split(".")[:2])
+
+
+SOURCES = dict(_sources())
+
+
+def test_the_tree_is_found() -> None:
+    assert {"ferret.core.settings", "ferret.runtime.context", "ferret.workers.dispatch"} <= set(SOURCES)
+    assert {_part(module) for module in SOURCES} == set(ALLOWED)
+
+
+@pytest.mark.parametrize("part", sorted(ALLOWED))
+def test_each_part_imports_only_what_its_rule_allows(part: str) -> None:
+    broken = sorted(
+        f"{module} imports {imported}"
+        for module, tree in SOURCES.items()
+        if _part(module) == part
+        for imported, _ in _ferret_imports(tree)
+        if _part(imported) not in ALLOWED[part]
+    )
+    assert broken == [], f"{part} may import only {sorted(ALLOWED[part])}"
+
+
+def test_function_level_imports_of_ferret_modules_are_the_listed_ones() -> None:
+    found = {
+        (module, imported)
+        for module, tree in SOURCES.items()
+        for imported, in_function in _ferret_imports(tree)
+        if in_function
+    }
+    assert found == FUNCTION_LEVEL_IMPORTS
