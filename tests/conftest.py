@@ -1,13 +1,16 @@
-"""Shared fixtures. Models load once per session; every test gets its own FERRET_HOME.
+"""Shared fixtures. Models load once per session; every test gets its own FERRET_HOME. Builders of small document
+folders and BEIR datasets in ``tmp_path`` and the base encoder serve every test folder.
 
 Real services only: SQLite files, a PostgreSQL cluster started on 127.0.0.1 by the suite, embedded Qdrant.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
@@ -17,6 +20,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.settings import FerretSettings, get_settings
 
 
@@ -41,7 +46,7 @@ def settings(ferret_home: Path) -> FerretSettings:
 
 @pytest.fixture
 def database_url(settings: FerretSettings) -> str:
-    """The settings' SQLite database, migrated to the newest revision (tests/db runs PostgreSQL too)."""
+    """The settings' SQLite database, migrated to the newest revision (tests/core/db runs PostgreSQL too)."""
     from ferret.core.db.migrate import upgrade
 
     upgrade(settings.database_url)
@@ -55,3 +60,89 @@ def session(database_url: str) -> Iterator[Session]:
 
     with session_scope(database_url) as db_session:
         yield db_session
+
+
+@pytest.fixture(scope="session")
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> DualEncoder:
+    """The base MiniLM encoder, loaded once per session into the process-wide cache that Ferret itself uses.
+
+    The cache key is (path, device, max_passage_tokens), so every test whose settings keep the defaults reuses it.
+    """
+    settings = FerretSettings(home=tmp_path_factory.mktemp("encoder-home"))
+    return load_encoder(base_model_path(settings), settings)
+
+
+@pytest.fixture(scope="session")
+def tokenizer() -> Any:
+    """The base encoder's wordpiece tokenizer, as the ingest chunker loads it."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(base_model_path()), local_files_only=True)
+
+
+def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
+    """Write ``{relative path: text or bytes}`` under ``root`` (folders created) and return ``root``."""
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def write_beir(
+    root: Path,
+    corpus: list[dict[str, Any]],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    split: str = "test",
+) -> Path:
+    """A BEIR dataset folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with its header)."""
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in corpus), encoding="utf-8")
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, text in queries.items()), encoding="utf-8"
+    )
+    lines = ["query-id\tcorpus-id\tscore"]
+    lines += [f"{qid}\t{doc_id}\t{score}" for qid, judged in qrels.items() for doc_id, score in judged.items()]
+    (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def make_files() -> Callable[[Path, dict[str, str | bytes]], Path]:
+    return write_files
+
+
+@pytest.fixture
+def make_beir() -> Callable[..., Path]:
+    return write_beir
+
+
+TINY_BEIR_CORPUS: list[dict[str, Any]] = [
+    {"_id": "d1", "title": "Paris", "text": "Paris is the capital and largest city of France, on the Seine."},
+    {"_id": "d2", "title": "Photosynthesis", "text": "Plants turn sunlight, water and carbon dioxide into sugar."},
+    {"_id": "d3", "title": "Jupiter", "text": "Jupiter is the largest planet of the solar system, a gas giant."},
+    {"_id": "d4", "title": "Espresso", "text": "Espresso is coffee brewed by forcing hot water through fine grounds."},
+    {"_id": "d5", "title": "Volcano", "text": "A volcano erupts when molten rock called magma reaches the surface."},
+    {"_id": "d6", "title": "Chess", "text": "In chess the king is checkmated when it is attacked and cannot escape."},
+]
+
+
+TINY_BEIR_QUERIES = {
+    "q1": "What is the capital of France?",
+    "q2": "How do plants make sugar from sunlight?",
+    "q3": "largest planet in the solar system",
+    "q4": "how is espresso coffee brewed",
+}
+
+
+TINY_BEIR_QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d4": 2}}
+
+
+@pytest.fixture
+def tiny_beir(tmp_path: Path) -> Path:
+    """Six one-line documents on distinct topics, four queries with one relevant document each."""
+    return write_beir(tmp_path / "tiny-beir", TINY_BEIR_CORPUS, TINY_BEIR_QUERIES, TINY_BEIR_QRELS)

@@ -1,13 +1,14 @@
 """Fixtures of the core tests: the real MiniLM encoder (loaded once), a migrated SQLite database, the embedded
 Qdrant Edge backend, every index backend kind with unique collection names (the index contract), and builders of
-small document folders and BEIR datasets in ``tmp_path``.
+small document folders and BEIR datasets in ``tmp_path``; for the synth and pipeline tests, corpora of given documents
+and a scripted LLM backend.
 
 Test modules cannot import this conftest (importlib import mode), so helpers travel as fixtures.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -16,32 +17,16 @@ from typing import Any
 
 import pytest
 from qdrant_client import QdrantClient
+from sqlalchemy.orm import Session
 
-from ferret.core.encoder.dual_encoder import DualEncoder
-from ferret.core.encoder.registry import base_model_path, load_encoder
+from ferret.core.db.corpus import create_corpus
+from ferret.core.db.models import Corpus, Document, Passage
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.server_backend import QdrantServerBackend
 from ferret.core.index.types import IndexPoint
+from ferret.core.llm.base import Completion, LLMBackend, UsageCounters
 from ferret.core.settings import FerretSettings
-
-
-@pytest.fixture(scope="session")
-def encoder(tmp_path_factory: pytest.TempPathFactory) -> DualEncoder:
-    """The base MiniLM encoder, loaded once per session into the process-wide cache that Ferret itself uses.
-
-    The cache key is (path, device, max_passage_tokens), so every test whose settings keep the defaults reuses it.
-    """
-    settings = FerretSettings(home=tmp_path_factory.mktemp("encoder-home"))
-    return load_encoder(base_model_path(settings), settings)
-
-
-@pytest.fixture(scope="session")
-def tokenizer() -> Any:
-    """The base encoder's wordpiece tokenizer, as the ingest chunker loads it."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(base_model_path()), local_files_only=True)
 
 
 class FailingEdgeBackend(EdgeIndexBackend):
@@ -80,70 +65,6 @@ def fail_upserts(backend: FailingEdgeBackend) -> Callable[[BaseException | None]
     return arm
 
 
-def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
-    """Write ``{relative path: text or bytes}`` under ``root`` (folders created) and return ``root``."""
-    for relative, content in files.items():
-        path = root / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
-
-
-def write_beir(
-    root: Path,
-    corpus: list[dict[str, Any]],
-    queries: dict[str, str],
-    qrels: dict[str, dict[str, int]],
-    split: str = "test",
-) -> Path:
-    """A BEIR dataset folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with its header)."""
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in corpus), encoding="utf-8")
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, text in queries.items()), encoding="utf-8"
-    )
-    lines = ["query-id\tcorpus-id\tscore"]
-    lines += [f"{qid}\t{doc_id}\t{score}" for qid, judged in qrels.items() for doc_id, score in judged.items()]
-    (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return root
-
-
-@pytest.fixture
-def make_files() -> Callable[[Path, dict[str, str | bytes]], Path]:
-    return write_files
-
-
-@pytest.fixture
-def make_beir() -> Callable[..., Path]:
-    return write_beir
-
-
-TINY_BEIR_CORPUS: list[dict[str, Any]] = [
-    {"_id": "d1", "title": "Paris", "text": "Paris is the capital and largest city of France, on the Seine."},
-    {"_id": "d2", "title": "Photosynthesis", "text": "Plants turn sunlight, water and carbon dioxide into sugar."},
-    {"_id": "d3", "title": "Jupiter", "text": "Jupiter is the largest planet of the solar system, a gas giant."},
-    {"_id": "d4", "title": "Espresso", "text": "Espresso is coffee brewed by forcing hot water through fine grounds."},
-    {"_id": "d5", "title": "Volcano", "text": "A volcano erupts when molten rock called magma reaches the surface."},
-    {"_id": "d6", "title": "Chess", "text": "In chess the king is checkmated when it is attacked and cannot escape."},
-]
-TINY_BEIR_QUERIES = {
-    "q1": "What is the capital of France?",
-    "q2": "How do plants make sugar from sunlight?",
-    "q3": "largest planet in the solar system",
-    "q4": "how is espresso coffee brewed",
-}
-TINY_BEIR_QRELS = {"q1": {"d1": 1}, "q2": {"d2": 1}, "q3": {"d3": 1}, "q4": {"d4": 2}}
-
-
-@pytest.fixture
-def tiny_beir(tmp_path: Path) -> Path:
-    """Six one-line documents on distinct topics, four queries with one relevant document each."""
-    return write_beir(tmp_path / "tiny-beir", TINY_BEIR_CORPUS, TINY_BEIR_QUERIES, TINY_BEIR_QRELS)
-
-
 BACKEND_KINDS = [
     "embedded",
     "server-memory",
@@ -180,3 +101,113 @@ def names(index_backend: IndexBackend) -> Iterator[dict[str, str]]:
     index_backend.delete_alias(chosen["alias"])
     for key in ("v1", "v2", "v3"):
         index_backend.drop_collection(chosen[key])
+
+
+# -- synth and pipeline tests ------------------------------------------------------------------------------------------
+DOCUMENTS: list[tuple[str, str, str]] = [
+    ("d1", "Paris", "Paris is the capital and largest city of France, on the river Seine."),
+    ("d2", "Photosynthesis", "Plants turn sunlight, water and carbon dioxide into sugar and oxygen."),
+    ("d3", "Jupiter", "Jupiter is the largest planet of the solar system, a gas giant with a great red spot."),
+    ("d4", "Espresso", "Espresso is coffee brewed by forcing hot water through finely ground beans."),
+    ("d5", "Volcano", "A volcano erupts when molten rock called magma reaches the surface of the earth."),
+    ("d6", "Chess", "In chess the king is checkmated when it is attacked and cannot escape."),
+    ("d7", "Penguins", "Penguins are flightless birds that swim in the cold seas of the southern hemisphere."),
+    ("d8", "Tides", "Ocean tides rise and fall twice a day, pulled by the gravity of the moon."),
+    ("d9", "Bread", "Bread dough rises because yeast ferments sugar and releases carbon dioxide gas."),
+    ("d10", "Glaciers", "Glaciers are slow rivers of ice that carve valleys as they move down mountains."),
+]
+
+
+def add_documents(session: Session, corpus: Corpus, rows: Sequence[tuple[str, str, str]], source: str = "beir") -> None:
+    for external_id, title, body in rows:
+        document = Document(
+            corpus_id=corpus.id,
+            source=source,
+            external_id=external_id,
+            title=title,
+            body=body,
+            content_hash=hashlib.sha256(body.encode()).hexdigest(),
+            passages=[Passage(corpus_id=corpus.id, ordinal=0, text=f"{title}. {body}", token_count=20)],
+        )
+        session.add(document)
+    session.flush()
+
+
+@pytest.fixture
+def corpus(session: Session) -> Corpus:
+    """Corpus ``facts``: ten one-line documents on distinct topics, external ids d1..d10, committed."""
+    facts = create_corpus(session, "facts")
+    add_documents(session, facts, DOCUMENTS)
+    session.commit()
+    return facts
+
+
+@pytest.fixture
+def documents() -> list[tuple[str, str, str]]:
+    return list(DOCUMENTS)
+
+
+@pytest.fixture
+def insert_documents() -> Callable[..., None]:
+    return add_documents
+
+
+Script = Callable[[str, int], "str | Completion"]
+"""(prompt, sample index) -> the completion text (finish reason 'stop'), or a whole Completion."""
+
+
+class ScriptedBackend(LLMBackend):
+    """Completions from a script; records every call. ``fail_on`` = {call number (1-based): exception}."""
+
+    name = "scripted"
+
+    def __init__(self, script: Script, *, fail_on: dict[int, BaseException] | None = None) -> None:
+        self.script = script
+        self.fail_on = dict(fail_on or {})
+        self.usage = UsageCounters()
+        self.calls: list[dict[str, Any]] = []
+
+    def complete(
+        self,
+        prompts: Sequence[str],
+        *,
+        n: int = 1,
+        temperature: float = 0.7,
+        max_tokens: int = 64,
+        stop: Sequence[str] = ("\n",),
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        self.calls.append(
+            {"prompts": list(prompts), "n": n, "temperature": temperature, "stop": list(stop), "seed": seed}
+        )
+        failure = self.fail_on.get(len(self.calls))
+        if failure is not None:
+            raise failure
+        self.usage.calls += 1
+        self.usage.prompt_tokens += sum(len(prompt.split()) for prompt in prompts)
+        results: list[list[Completion]] = []
+        for prompt in prompts:
+            completions: list[Completion] = []
+            for sample in range(n):
+                answer = self.script(prompt, sample)
+                if isinstance(answer, str):
+                    answer = Completion(text=answer, finish_reason="stop", completion_tokens=len(answer.split()))
+                completions.append(answer)
+            results.append(completions)
+        return results
+
+
+def last_document(prompt: str) -> str:
+    """The text of the document a few-shot prompt asks about (its second-to-last line, marker removed)."""
+    line = prompt.splitlines()[-2]
+    return line.split(": ", 1)[1]
+
+
+@pytest.fixture
+def scripted() -> type[ScriptedBackend]:
+    return ScriptedBackend
+
+
+@pytest.fixture
+def prompted_document() -> Callable[[str], str]:
+    return last_document

@@ -6,7 +6,7 @@
   SIGKILL a worker with its pool processes, as a dying machine would), with a shared FERRET_HOME and SQLite file.
 - ``llm_endpoint``: an OpenAI-compatible server from the standard library that answers every completion with a
   plausible query made from the prompt's last document.
-- ``job_database_url``: a migrated database on SQLite, then on PostgreSQL (``start_postgres`` of tests/db).
+- ``job_database_url``: a migrated database on SQLite, then on PostgreSQL (``start_postgres`` of tests/core/db).
 
 Without redis-server (or PostgreSQL) the tests are skipped on a workstation and fail when ``CI`` is set.
 Test modules cannot import this conftest (importlib import mode), so helpers travel as fixtures.
@@ -372,8 +372,8 @@ def workers(
 
 
 def _db_conftest() -> Any:
-    """tests/db/conftest.py as a module, for ``start_postgres`` (conftests cannot be imported by name)."""
-    path = Path(__file__).resolve().parent.parent / "db" / "conftest.py"
+    """tests/core/db/conftest.py as a module, for ``start_postgres`` (conftests cannot be imported by name)."""
+    path = Path(__file__).resolve().parent.parent / "core" / "db" / "conftest.py"
     spec = importlib.util.spec_from_file_location("ferret_tests_db_conftest", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

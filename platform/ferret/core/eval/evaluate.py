@@ -23,11 +23,11 @@ from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
-from ferret.core.eval.bm25_baseline import BM25Baseline
 from ferret.core.eval.metrics import evaluate_run
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.types import SEARCH_MODES, SearchMode
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.search.bm25_ranker import BM25Ranker
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
 from ferret.core.sources.capabilities import ConnectorFactory, LoadConnector
@@ -94,7 +94,7 @@ def evaluate_dataset(
 
     started = time.perf_counter()
     documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
-    bm25 = BM25Baseline(documents)
+    bm25 = BM25Ranker(documents)
     run = dict(zip(query_ids, bm25.search(texts, k=100), strict=True))
     rows.append(EvalRow("bm25s", None, None, evaluate_run(run, qrels), time.perf_counter() - started, len(query_ids)))
 

@@ -23,8 +23,8 @@ from ferret.core.db.document import iter_passages
 from ferret.core.db.models import Corpus, IndexVersion
 from ferret.core.db.synthetic import document_texts
 from ferret.core.encoder.dual_encoder import DualEncoder
-from ferret.core.eval.bm25_baseline import BM25Baseline
 from ferret.core.index.types import SearchMode
+from ferret.core.search.bm25_ranker import BM25Ranker
 from ferret.core.search.searcher import MAX_K, Searcher
 from ferret.core.synth.filters import Retriever
 
@@ -37,7 +37,7 @@ class BM25Retriever:
     def __init__(self, documents: Mapping[int, tuple[str, str]], *, depth: int = 100) -> None:
         """``documents``: document id -> (title, text)."""
         self.depth = depth
-        self._bm25 = BM25Baseline({str(document_id): texts for document_id, texts in documents.items()})
+        self._bm25 = BM25Ranker({str(document_id): texts for document_id, texts in documents.items()})
 
     @classmethod
     def for_corpus(cls, session: Session, corpus: Corpus, *, depth: int = 100) -> BM25Retriever:

@@ -1,7 +1,9 @@
-"""An independent BM25 baseline with bm25s, outside Qdrant: English stopwords, Snowball stemmer, title + text.
+"""BM25 over raw documents with bm25s, outside Qdrant: English stopwords, Snowball stemmer, title + text.
 
-It is the yardstick beside every trained model (EVALUATION.md), so it reads the raw documents, not Ferret's
-passages, and shares no code with the sparse vectors inside Qdrant.
+Production code, not only a yardstick: it ranks for the round-trip filter (``synth.retrievers.BM25Retriever``), mines
+hard negatives, labels the guard's BM25 veto queries, and is the evaluation baseline beside every trained model
+(EVALUATION.md). It reads the raw documents, not Ferret's passages, and shares no code with the sparse vectors
+inside Qdrant, so it stays an independent retriever.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import bm25s
 import Stemmer
 
 
-class BM25Baseline:
+class BM25Ranker:
     def __init__(self, documents: Mapping[str, tuple[str, str]]) -> None:
         """``documents``: doc id -> (title, text)."""
         self.doc_ids = list(documents)

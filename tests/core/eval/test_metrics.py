@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from ferret.core.eval.bm25_baseline import BM25Baseline
 from ferret.core.eval.metrics import evaluate_run, mrr_at_k, ndcg_at_k, recall_at_k
+from ferret.core.search.bm25_ranker import BM25Ranker
 
 LOG2_3 = math.log2(3)  # discount of rank 2
 LOG2_4 = 2.0  # discount of rank 3
@@ -101,7 +101,7 @@ def test_bm25_baseline_ranks_the_obvious_document_first() -> None:
         "espresso": ("Espresso", "Espresso coffee is brewed by forcing hot water through ground beans."),
         "volcano": ("", "A volcano erupts when magma reaches the surface."),
     }
-    baseline = BM25Baseline(documents)
+    baseline = BM25Ranker(documents)
 
     results = baseline.search(["capital of France", "planets of the solar system", "brewing espresso", "zzz"], k=10)
 

@@ -42,7 +42,7 @@ def _schema_differences(url: str, metadata: MetaData) -> list[Any]:
 
 def test_migrations_dir_is_the_repository_folder() -> None:
     folder = migrate.migrations_dir()
-    assert folder == Path(__file__).resolve().parents[2] / "migrations"
+    assert folder == Path(__file__).resolve().parents[3] / "migrations"
     assert (folder / "env.py").is_file()
 
 
