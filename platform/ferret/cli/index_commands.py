@@ -33,7 +33,7 @@ def build(
         with progress_bar() as bar:
             task = bar.add_task(f"embedding {corpus} with {model_row.name}", total=None)
             index_version = versions.build(
-                model_row, progress=lambda done, total: bar.update(task, completed=done, total=total)
+                model_row, progress=lambda activity, fraction: bar.update(task, completed=fraction, total=1.0)
             )
         console.print(
             f"built {index_version.collection}: {index_version.point_count} points, state {index_version.state.value}"
