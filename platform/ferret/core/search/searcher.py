@@ -210,12 +210,13 @@ class Searcher:
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
     ) -> list[list[SearchResult]]:
+        search_mode = self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
         target, model_path = self._resolve(corpus_name, index_version)
         requests = self.requests(
             model_path,
             queries,
             k=k,
-            mode=self.mode(mode),
+            mode=search_mode,
             acl_groups=acl_groups,
             filters=filters,
         )
