@@ -76,6 +76,8 @@ def test_the_same_batch_twice_changes_nothing(client: TestClient, auth: Auth, pu
         "deleted": 0,
         "passages_added": 0,
         "passages_deleted": 0,
+        "permissions_updated": 0,
+        "stale": 0,
         "skipped": [],
     }
     assert state(client) == before

@@ -26,6 +26,7 @@ from ferret.api.dependencies import SessionDep
 from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.api_key import find_api_key_by_plaintext, touch_api_key
 from ferret.core.db.models import ApiKeyScope
+from ferret.core.db.source import expand_principals
 
 bearer_scheme = HTTPBearer(
     auto_error=False, scheme_name="BearerKey", description="An API key: `Authorization: Bearer fk_<prefix>_<secret>`."
@@ -65,7 +66,8 @@ def authenticate(
     key = find_api_key_by_plaintext(session, plaintext.strip())
     if key is None:
         raise _unauthorized("The API key is unknown or revoked; ask an administrator for a valid key.")
-    caller = Caller(key.id, key.name, frozenset(key.scopes), tuple(key.acl_groups))
+    # A key naming a user (or a group) also searches as the external groups the sources say it belongs to.
+    caller = Caller(key.id, key.name, frozenset(key.scopes), tuple(expand_principals(session, key.acl_groups)))
     if touch_api_key(key):
         session.commit()
     return caller

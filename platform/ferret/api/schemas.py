@@ -201,6 +201,10 @@ class PushOut(FromAttributes):
     deleted: int
     passages_added: int
     passages_deleted: int
+    permissions_updated: int = Field(
+        0, description="Documents whose content was unchanged but whose ACL groups changed (nothing re-embedded)."
+    )
+    stale: int = Field(0, description="Documents ignored because their updated_at is older than the stored one.")
     skipped: list[SkippedOut]
 
 

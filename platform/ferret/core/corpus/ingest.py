@@ -17,9 +17,11 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.chunking import PassageChunker
+from ferret.core.corpus.permissions import apply_permission_changes
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_hashes, passage_ids_of_documents
 from ferret.core.db.models import Corpus, Document, Passage, utcnow
+from ferret.core.db.source import document_fingerprints
 from ferret.core.encoder.registry import base_model_path
 from ferret.core.errors import InvalidInputError
 from ferret.core.index.backend import IndexBackend
@@ -41,6 +43,10 @@ class IngestReport:
     deleted: int = 0
     passages_added: int = 0
     passages_deleted: int = 0
+    permissions_updated: int = 0
+    """Documents whose content was unchanged but whose ACL groups changed: payload updated, nothing re-embedded."""
+    stale: int = 0
+    """Pushed documents ignored because their ``updated_at`` is older than the stored one."""
     skipped: list[SkippedItem] = field(default_factory=list)
 
     @property
@@ -55,6 +61,8 @@ class IngestReport:
             "deleted": self.deleted,
             "passages_added": self.passages_added,
             "passages_deleted": self.passages_deleted,
+            "permissions_updated": self.permissions_updated,
+            "stale": self.stale,
             "skipped": [item.model_dump() for item in self.skipped],
         }
 
@@ -109,6 +117,11 @@ class Ingestor:
 
         report = IngestReport()
         known = document_hashes(self.session, self.corpus, source.name)
+        acls = {
+            external_id: acl
+            for external_id, (_, _, acl) in document_fingerprints(self.session, self.corpus, source.name).items()
+        }
+        permission_changes: dict[int, list[str]] = {}
         seen: set[str] = set()
         new_passages: list[Passage] = []
         stale_passage_ids: list[int] = []
@@ -119,7 +132,12 @@ class Ingestor:
             seen.add(item.external_id)
             existing = known.get(item.external_id)
             if existing is not None and existing[1] == item.content_hash:
-                report.unchanged += 1
+                groups = sorted(set(item.acl_groups))
+                if existing[0] > 0 and acls.get(item.external_id) != groups:
+                    permission_changes[existing[0]] = groups  # permissions compared on their own: no re-embedding
+                    report.permissions_updated += 1
+                else:
+                    report.unchanged += 1
                 continue
             if existing is not None:
                 stale_passage_ids.extend(passage_ids_of_documents(self.session, [existing[0]]))
@@ -143,6 +161,7 @@ class Ingestor:
             report.deleted = len(gone)
 
         self._sync_index(report, new_passages, stale_passage_ids)
+        apply_permission_changes(self.session, self.versions.backend, self.corpus, permission_changes)
         source.checkpoint = ConnectorCheckpoint(last_polled_at=started).model_dump(mode="json")
         source.last_run_at = utcnow()
         self.session.commit()

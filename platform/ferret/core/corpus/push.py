@@ -16,13 +16,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
 
 from ferret.core.corpus.ingest import Ingestor, IngestReport
+from ferret.core.corpus.permissions import apply_permission_changes
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_states, passage_ids_of_documents
 from ferret.core.db.models import Document, Passage, utcnow
+from ferret.core.db.source import document_permissions
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.sources.documents import Document as SourceDocument
 from ferret.core.sources.documents import SkippedItem
@@ -81,6 +84,10 @@ class PushIngestor(Ingestor):
             source.name,
             [pushed.document.external_id for pushed in documents] + list(delete_external_ids),
         )
+        permissions = document_permissions(
+            self.session, self.corpus, source.name, [pushed.document.external_id for pushed in documents]
+        )
+        permission_changes: dict[int, list[str]] = {}
         seen: set[str] = set()
         new_passages: list[Passage] = []
         stale_passage_ids: list[int] = []
@@ -96,19 +103,33 @@ class PushIngestor(Ingestor):
             existing = known.get(item.external_id)
             if existing is not None:
                 document_id, content_hash, version = existing
+                stored_groups, stored_at = permissions.get(item.external_id, ([], None))
+                if _older(item.updated_at, stored_at):
+                    report.stale += 1  # an out-of-order retry must not overwrite a newer version
+                    continue
                 if (pushed.version is not None and version == pushed.version) or content_hash == item.content_hash:
-                    if pushed.version is not None and version != pushed.version:
-                        row = self.session.get(Document, document_id)
-                        if row is not None:
+                    row = self.session.get(Document, document_id)
+                    if row is not None:
+                        if pushed.version is not None and version != pushed.version:
                             row.version = pushed.version  # same content under a new version: remember it
-                    report.unchanged += 1
+                        if item.updated_at is not None:
+                            row.source_updated_at = item.updated_at
+                    groups = sorted(set(item.acl_groups))
+                    if groups != stored_groups:  # permissions are compared on their own, revocations included
+                        permission_changes[document_id] = groups
+                        report.permissions_updated += 1
+                    else:
+                        report.unchanged += 1
                     continue
                 stale_passage_ids.extend(passage_ids_of_documents(self.session, [document_id]))
                 delete_documents(self.session, [document_id])
                 report.updated += 1
             else:
                 report.added += 1
-            new_passages.extend(self._store(item, source.name, version=pushed.version))
+            stored = self._store(item, source.name, version=pushed.version)
+            if stored and item.updated_at is not None:
+                stored[0].document.source_updated_at = item.updated_at
+            new_passages.extend(stored)
 
         gone = [known[external_id][0] for external_id in sorted(set(delete_external_ids)) if external_id in known]
         stale_passage_ids.extend(passage_ids_of_documents(self.session, gone))
@@ -116,6 +137,18 @@ class PushIngestor(Ingestor):
         report.deleted = len(gone)
 
         self._sync_index(report, new_passages, stale_passage_ids)
+        apply_permission_changes(self.session, self.versions.backend, self.corpus, permission_changes)
         source.last_run_at = utcnow()
         self.session.commit()
         return report
+
+
+def _older(pushed: datetime | None, stored: datetime | None) -> bool:
+    """Whether a pushed ``updated_at`` is strictly older than the stored one (naive datetimes are UTC)."""
+    if pushed is None or stored is None:
+        return False
+    return _utc(pushed) < _utc(stored)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     false,
+    true,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -95,7 +96,53 @@ class Source(Base):
     kind: Mapped[str] = mapped_column(String(64))
     config: Mapped[dict[str, Any]] = mapped_column(default=dict)
     checkpoint: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """``{"cursor": ...}`` of an incremental connector's last persisted ``CursorMark`` (``{"last_polled_at": ...}``
+    for the older poll connectors); ``config`` holds secret *references* (``{"env": ...}``), never their values."""
     last_run_at: Mapped[datetime | None] = mapped_column(default=None)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True, server_default=true())
+    schedule_minutes: Mapped[int | None] = mapped_column(Integer, default=None)
+    """Sync every this many minutes (Celery beat or the embedded scheduler); ``None``: only when asked."""
+    created_at: Mapped[datetime | None] = mapped_column(default=utcnow)
+
+
+class SyncState(enum.StrEnum):
+    """Life of one sync of a source; an interrupted one resumes from its last persisted cursor next time."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class SyncRun(Base):
+    """One sync of a source and its report: counts (new, changed, unchanged, deleted, permission updates),
+    skipped items with their reasons, the error that stopped it, and its duration."""
+
+    __tablename__ = "sync_runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"), index=True)
+    state: Mapped[SyncState] = mapped_column(_enum(SyncState, "sync_state"), default=SyncState.RUNNING)
+    trigger: Mapped[str] = mapped_column(String(16), default="manual")
+    counts: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    skipped: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class GroupMember(Base):
+    """A group membership a source reported: ``member`` (a user or group principal) is in ``group``."""
+
+    __tablename__ = "group_members"
+    __table_args__ = (
+        UniqueConstraint("source_id", "group_principal", "member"),
+        Index("ix_group_members_member", "member"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    source_id: Mapped[int] = mapped_column(ForeignKey("sources.id", ondelete="CASCADE"))
+    group_principal: Mapped[str] = mapped_column(String(256))
+    member: Mapped[str] = mapped_column(String(256))
 
 
 class Document(Base):
@@ -113,6 +160,8 @@ class Document(Base):
     content_hash: Mapped[str] = mapped_column(String(64))
     version: Mapped[str | None] = mapped_column(String(256), default=None)
     """The source's own version of the document (push API): an upsert with the version already stored is a no-op."""
+    source_updated_at: Mapped[datetime | None] = mapped_column(default=None)
+    """When the source last changed the document; a push carrying an older ``updated_at`` is ignored."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ferret.core.index.types import IndexPoint, SearchHit, SearchRequest
 
@@ -40,6 +40,10 @@ class IndexBackend(ABC):
 
     @abstractmethod
     def delete(self, collection: str, point_ids: Sequence[str]) -> None: ...
+
+    @abstractmethod
+    def set_payload(self, collection: str, point_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        """Overwrite the given payload keys of existing points, leaving vectors alone (a permission-only change)."""
 
     @abstractmethod
     def count(self, collection: str) -> int: ...

@@ -115,6 +115,10 @@ class EdgeIndexBackend(IndexBackend):
         if point_ids:
             self._shard(collection).update(qe.UpdateOperation.delete_points(list(point_ids)))
 
+    def set_payload(self, collection: str, point_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        if point_ids:
+            self._shard(collection).update(qe.UpdateOperation.set_payload(list(point_ids), payload))
+
     def count(self, collection: str) -> int:
         return int(self._shard(collection).count(qe.CountRequest(exact=True)))
 

@@ -105,6 +105,10 @@ class QdrantServerBackend(IndexBackend):
         if point_ids:
             self.client.delete(collection, models.PointIdsList(points=list(point_ids)), wait=True)
 
+    def set_payload(self, collection: str, point_ids: Sequence[str], payload: dict[str, Any]) -> None:
+        if point_ids:
+            self.client.set_payload(collection_name=collection, payload=payload, points=list(point_ids), wait=True)
+
     def count(self, collection: str) -> int:
         return int(self.client.count(collection, exact=True).count)
 

@@ -32,8 +32,11 @@ class Document(BaseModel):
 
     @property
     def content_hash(self) -> str:
-        """SHA-256 over everything that changes what is indexed; same hash on re-ingest = unchanged."""
-        blob = json.dumps([self.title, self.text, sorted(self.acl_groups), self.metadata], sort_keys=True, default=str)
+        """SHA-256 over everything that changes the embedded text or its metadata; same hash = not re-embedded.
+
+        The ACL groups are left out on purpose: permissions are compared on their own, and a permission-only change
+        updates the database row and the index payload without re-embedding (``ferret.core.sources.sync``)."""
+        blob = json.dumps([self.title, self.text, self.metadata], sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()
 
 

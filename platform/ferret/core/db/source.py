@@ -1,0 +1,150 @@
+"""Queries on configured sources, their sync runs and the group memberships they report."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from ferret.core.db.models import Corpus, Document, GroupMember, Source, SyncRun, SyncState, utcnow
+from ferret.core.errors import NotFoundError
+
+MAX_GROUP_DEPTH = 8
+"""Nested groups are followed this many levels when a caller's principals are expanded (cycles stop earlier)."""
+
+
+def find_source(session: Session, corpus: Corpus, name: str) -> Source | None:
+    return session.scalar(select(Source).where(Source.corpus_id == corpus.id, Source.name == name))
+
+
+def get_source(session: Session, corpus: Corpus, name: str) -> Source:
+    source = find_source(session, corpus, name)
+    if source is None:
+        raise NotFoundError(
+            f"Corpus {corpus.name!r} has no source {name!r}; `ferret source list` shows the configured ones."
+        )
+    return source
+
+
+def list_sources(session: Session, corpus: Corpus | None = None) -> list[Source]:
+    query = select(Source).order_by(Source.corpus_id, Source.name)
+    if corpus is not None:
+        query = query.where(Source.corpus_id == corpus.id)
+    return list(session.scalars(query))
+
+
+def document_fingerprints(session: Session, corpus: Corpus, source: str) -> dict[str, tuple[int, str, list[str]]]:
+    """external id -> (document id, content hash, principals) of one source, without loading bodies."""
+    rows = session.execute(
+        select(Document.external_id, Document.id, Document.content_hash, Document.acl_groups).where(
+            Document.corpus_id == corpus.id, Document.source == source
+        )
+    )
+    return {external_id: (document_id, digest, list(acl)) for external_id, document_id, digest, acl in rows}
+
+
+def start_sync_run(session: Session, source: Source, trigger: str) -> SyncRun:
+    """A new run row; runs of the source still marked running belong to a process that stopped (killed, crashed):
+    they are closed as failed, and this run resumes from the cursor they persisted."""
+    for stale in session.scalars(
+        select(SyncRun).where(SyncRun.source_id == source.id, SyncRun.state == SyncState.RUNNING)
+    ):
+        stale.state = SyncState.FAILED
+        stale.error = "interrupted: the sync stopped before it finished; the next sync resumed from its last checkpoint"
+        stale.finished_at = utcnow()
+    run = SyncRun(source_id=source.id, trigger=trigger, counts={}, skipped=[])
+    session.add(run)
+    session.flush()
+    return run
+
+
+def sync_runs(session: Session, source: Source, limit: int = 20) -> list[SyncRun]:
+    return list(
+        session.scalars(select(SyncRun).where(SyncRun.source_id == source.id).order_by(SyncRun.id.desc()).limit(limit))
+    )
+
+
+def last_sync_run(session: Session, source: Source) -> SyncRun | None:
+    runs = sync_runs(session, source, limit=1)
+    return runs[0] if runs else None
+
+
+def replace_group_members(session: Session, source: Source, memberships: Iterable[tuple[str, str]]) -> int:
+    """The source's memberships become exactly ``memberships`` ((group, member) pairs); returns how many changed."""
+    wanted = set(memberships)
+    existing = {
+        (row.group_principal, row.member): row
+        for row in session.scalars(select(GroupMember).where(GroupMember.source_id == source.id))
+    }
+    for pair in set(existing) - wanted:
+        session.delete(existing[pair])
+    for group, member in sorted(wanted - set(existing)):
+        session.add(GroupMember(source_id=source.id, group_principal=group, member=member))
+    session.flush()
+    return len(set(existing) ^ wanted)
+
+
+def delete_group_members(session: Session, source: Source) -> None:
+    session.execute(delete(GroupMember).where(GroupMember.source_id == source.id))
+
+
+def expand_principals(session: Session, principals: Sequence[str]) -> list[str]:
+    """The principals plus every group they belong to, transitively (up to ``MAX_GROUP_DEPTH`` levels), as the
+    sources reported: an API key for ``user:ann@corp.example`` also searches as ``wiki:group:eng`` when the wiki
+    said Ann is in eng. Groups nobody reported add nothing."""
+    found = set(principals)
+    frontier = set(principals)
+    for _ in range(MAX_GROUP_DEPTH):
+        if not frontier:
+            break
+        groups = set(
+            session.scalars(select(GroupMember.group_principal).where(GroupMember.member.in_(sorted(frontier))))
+        )
+        frontier = groups - found
+        found |= groups
+    return sorted(found)
+
+
+def _naive(moment: datetime) -> datetime:
+    """SQLite hands back naive UTC datetimes, PostgreSQL aware ones: compare them as naive UTC."""
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def run_summary(run: SyncRun | None) -> dict[str, Any]:
+    """A run as plain JSON for the CLI and the API."""
+    if run is None:
+        return {}
+    duration = (_naive(run.finished_at) - _naive(run.started_at)).total_seconds() if run.finished_at else None
+    return {
+        "id": run.id,
+        "state": run.state.value,
+        "trigger": run.trigger,
+        "counts": dict(run.counts),
+        "skipped": list(run.skipped),
+        "error": run.error,
+        "started_at": run.started_at.isoformat(),
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "duration_s": round(duration, 3) if duration is not None else None,
+    }
+
+
+def document_permissions(
+    session: Session, corpus: Corpus, source: str, external_ids: Sequence[str]
+) -> dict[str, tuple[list[str], datetime | None]]:
+    """external id -> (principals, the source's modification time) for the given ids of one source (a push batch)."""
+    found: dict[str, tuple[list[str], datetime | None]] = {}
+    wanted = sorted(set(external_ids))
+    for start in range(0, len(wanted), 500):
+        rows = session.execute(
+            select(Document.external_id, Document.acl_groups, Document.source_updated_at).where(
+                Document.corpus_id == corpus.id,
+                Document.source == source,
+                Document.external_id.in_(wanted[start : start + 500]),
+            )
+        )
+        for external_id, acl, updated_at in rows:
+            found[external_id] = (list(acl), updated_at)
+    return found

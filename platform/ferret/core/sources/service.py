@@ -1,0 +1,129 @@
+"""Configured sources as a service for the faces (CLI, HTTP API, scheduler): add, list, sync, remove, due.
+
+The connector is built by a ``ConnectorBuilder`` the caller passes in (``ferret.connectors.registry.build_connector``
+in production), so the domain never imports a connector; secrets are resolved only in memory, just before a build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ferret.connectors.base import BaseConnector
+from ferret.core.db.corpus import get_corpus, get_or_create_corpus
+from ferret.core.db.document import delete_documents, passage_ids_of_documents
+from ferret.core.db.models import Corpus, Document, Source, SyncRun, SyncState
+from ferret.core.db.source import delete_group_members, find_source, get_source, last_sync_run, list_sources
+from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.index.backend import IndexBackend
+from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.settings import FerretSettings
+from ferret.core.sources.config import SourceSpec, check_no_plaintext_secrets, resolve_secrets
+from ferret.core.sources.incremental import IncrementalConnector
+from ferret.core.sources.sync import SourceSync
+
+ConnectorBuilder = Callable[..., BaseConnector]
+"""``build(kind, **config)``: a connector of that kind."""
+
+
+def build_for(source: Source, build: ConnectorBuilder) -> IncrementalConnector:
+    """The source's connector, its secret references resolved now."""
+    config = resolve_secrets(dict(source.config))
+    config["name"] = source.name
+    connector = build(source.kind, **config)
+    if not isinstance(connector, IncrementalConnector):
+        raise InvalidInputError(
+            f"Connector kind {source.kind!r} cannot be a scheduled source (it has no incremental sync); "
+            "index it with `ferret ingest` instead."
+        )
+    return connector
+
+
+def add_source(session: Session, spec: SourceSpec, build: ConnectorBuilder, *, replace: bool = False) -> Source:
+    """Store a source after building its connector once (a bad config fails here, not at the first sync)."""
+    check_no_plaintext_secrets(spec.config)
+    corpus = get_or_create_corpus(session, spec.corpus)
+    source = find_source(session, corpus, spec.name)
+    if source is not None and not replace:
+        raise ConflictError(
+            f"Corpus {spec.corpus!r} already has a source {spec.name!r}; pass --replace to change its definition."
+        )
+    if source is not None and source.kind != spec.kind:
+        raise ConflictError(f"Source {spec.name!r} is a {source.kind} source; remove it before adding a {spec.kind}.")
+    config = {key: value for key, value in spec.config.items() if key != "name"}
+    probe = Source(name=spec.name, kind=spec.kind, config=config)
+    build_for(probe, build).close()
+    if source is None:
+        source = Source(corpus_id=corpus.id, name=spec.name, kind=spec.kind, config=config)
+        session.add(source)
+    source.config = config
+    source.schedule_minutes = spec.schedule_minutes
+    source.enabled = spec.enabled
+    session.flush()
+    return source
+
+
+def sync_source(
+    session: Session,
+    settings: FerretSettings,
+    backend: IndexBackend,
+    build: ConnectorBuilder,
+    source: Source,
+    *,
+    trigger: str = "manual",
+    checkpoint_every: int = 100,
+) -> SyncRun:
+    corpus = source_corpus(session, source)
+    connector = build_for(source, build)
+    return SourceSync(session, settings, backend, corpus, source, checkpoint_every=checkpoint_every).run_sync(
+        connector, trigger=trigger
+    )
+
+
+def find_configured(session: Session, corpus: str, name: str) -> Source:
+    return get_source(session, get_corpus(session, corpus), name)
+
+
+def source_corpus(session: Session, source: Source) -> Corpus:
+    corpus = session.get(Corpus, source.corpus_id)
+    if corpus is None:  # pragma: no cover - the foreign key cascades
+        raise InvalidInputError(f"Source {source.name!r} belongs to no corpus.")
+    return corpus
+
+
+def remove_source(session: Session, backend: IndexBackend, settings: FerretSettings, source: Source) -> int:
+    """Delete the source, its documents (database and every live index version), runs and memberships."""
+    corpus = source_corpus(session, source)
+    document_ids = list(
+        session.scalars(select(Document.id).where(Document.corpus_id == corpus.id, Document.source == source.name))
+    )
+    passage_ids = passage_ids_of_documents(session, document_ids)
+    delete_documents(session, document_ids)
+    session.flush()
+    VersionedCollection(session, settings, backend, corpus).sync([], passage_ids)
+    delete_group_members(session, source)
+    session.delete(source)
+    session.commit()
+    return len(document_ids)
+
+
+def due_sources(session: Session, now: datetime | None = None) -> list[Source]:
+    """Enabled, scheduled sources whose last run started at least ``schedule_minutes`` ago (or never ran), and
+    that are not running now."""
+    now = now or datetime.now(UTC)
+    due: list[Source] = []
+    for source in list_sources(session):
+        if not source.enabled or not source.schedule_minutes:
+            continue
+        last = last_sync_run(session, source)
+        if last is None:
+            due.append(source)
+            continue
+        started = last.started_at if last.started_at.tzinfo else last.started_at.replace(tzinfo=UTC)
+        running_recently = last.state == SyncState.RUNNING and now - started < timedelta(hours=6)
+        if not running_recently and now - started >= timedelta(minutes=source.schedule_minutes):
+            due.append(source)
+    return due
