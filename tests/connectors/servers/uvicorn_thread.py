@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -20,12 +21,23 @@ class RunningApp:
 
     def stop(self) -> None:
         self.server.should_exit = True
+        self.server.force_exit = True  # do not wait for the clients' keep-alive connections
         self.thread.join(timeout=10)
 
 
-def serve(app: Any, port: int) -> RunningApp:
-    """Start ``app`` on ``127.0.0.1:port`` and return once it accepts connections (well under a second)."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", access_log=False)
+def serve(app: Any, port: int, tls: tuple[Path, Path] | None = None) -> RunningApp:
+    """Start ``app`` on ``127.0.0.1:port`` (HTTPS with ``tls=(certificate, key)``) and return once it accepts
+    connections (well under a second)."""
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="off",
+        access_log=False,
+        ssl_certfile=str(tls[0]) if tls else None,
+        ssl_keyfile=str(tls[1]) if tls else None,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -34,4 +46,4 @@ def serve(app: Any, port: int) -> RunningApp:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError(f"uvicorn did not start on port {port}")
         time.sleep(0.02)
-    return RunningApp(f"http://127.0.0.1:{port}", server, thread)
+    return RunningApp(f"{'https' if tls else 'http'}://127.0.0.1:{port}", server, thread)

@@ -1,0 +1,1 @@
+"""SharePoint Online / OneDrive source through Microsoft Graph, with item permissions (needs ferret[sharepoint])."""
