@@ -30,6 +30,11 @@ system-deps:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql redis-server >/dev/null; \
 	fi
+	@# git (git daemon) for the git connector tests; PostgreSQL above serves the sql connector tests
+	@if ! command -v git >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq git >/dev/null; \
+	fi
 	@# Samba for the SMB connector tests (smbd on a high port; smbclient for debugging a share by hand)
 	@if ! command -v smbd >/dev/null && ! [ -x /usr/sbin/smbd ]; then \
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

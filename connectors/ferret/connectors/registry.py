@@ -19,7 +19,14 @@ from ferret.core.sources.capabilities import BaseConnector
 
 CONNECTORS: dict[str, tuple[str, str]] = {
     "beir": ("ferret.connectors.beir.connector", "BeirConnector"),
+    "confluence": ("ferret.connectors.confluence.connector", "ConfluenceConnector"),
     "filesystem": ("ferret.connectors.filesystem.connector", "FilesystemConnector"),
+    "git": ("ferret.connectors.git.connector", "GitConnector"),
+    "s3": ("ferret.connectors.s3.connector", "S3Connector"),
+    "sharepoint": ("ferret.connectors.sharepoint.connector", "SharePointConnector"),
+    "smb": ("ferret.connectors.smb.connector", "SmbConnector"),
+    "sql": ("ferret.connectors.sql.connector", "SqlConnector"),
+    "web": ("ferret.connectors.web.connector", "WebConnector"),
 }
 """Source kind to ``(module path, class name)``."""
 
@@ -33,7 +40,16 @@ def get_connector_class(kind: str) -> type[BaseConnector]:
     if kind not in CONNECTORS:
         raise InvalidInputError(f"Unknown source kind {kind!r}; known kinds are {', '.join(known_kinds())}.")
     module_path, class_name = CONNECTORS[kind]
-    connector_class = getattr(importlib.import_module(module_path), class_name)
+    try:
+        module = importlib.import_module(module_path)
+    except ModuleNotFoundError as error:
+        if error.name and not error.name.startswith("ferret."):
+            raise InvalidInputError(
+                f"The {kind} connector needs the Python package {error.name!r}; install Ferret's {kind!r} extra "
+                f"(pip install 'ferret[{kind}]')."
+            ) from None
+        raise
+    connector_class = getattr(module, class_name)
     if not (isinstance(connector_class, type) and issubclass(connector_class, BaseConnector)):
         raise TypeError(f"{module_path}.{class_name} is not a BaseConnector subclass")
     return connector_class
