@@ -11,9 +11,9 @@ import pytest
 from connectors.servers.confluence_stub import PASSWORD, USERNAME, ConfluenceStub
 from connectors.servers.uvicorn_thread import serve
 from ferret.connectors.confluence.connector import ConfluenceConnector
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.retry import RetryBudgetExceededError
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, GroupMembership
 from ferret_testing import free_port
 

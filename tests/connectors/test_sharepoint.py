@@ -21,10 +21,10 @@ from connectors.servers.graph_stub import (
     user,
 )
 from connectors.servers.uvicorn_thread import serve
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.retry import RetryBudgetExceededError
 from ferret.connectors.sharepoint.connector import SharePointConnector
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, Deleted, GroupMembership
 from ferret_testing import free_port
 

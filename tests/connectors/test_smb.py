@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from connectors.servers.samba import READER, READER_PASSWORD, SambaServer, samba_missing
-from ferret.connectors.models import PUBLIC_GROUP, Document, SkippedItem
 from ferret.connectors.smb.acl import Ace, flatten_share_and_file, readers
 from ferret.connectors.smb.connector import SmbConnector
+from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, IncompleteListingError
 from ferret_testing import free_port, skip_or_fail
 

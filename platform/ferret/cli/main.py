@@ -19,6 +19,7 @@ from ferret.cli.job_commands import jobs_app, worker
 from ferret.cli.pipeline_commands import pipeline_app
 from ferret.cli.quickstart import run_quickstart
 from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
+from ferret.cli.source_commands import source_app
 from ferret.cli.task_commands import task_app
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db import migrate
@@ -53,6 +54,7 @@ app.command()(worker)
 app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(task_app, name="task")
 app.add_typer(apikey_app, name="apikey")
+app.add_typer(source_app, name="source")
 app.command()(serve)
 
 

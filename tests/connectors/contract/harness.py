@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ferret.connectors.models import Document as SourceDocument
 from ferret.core.db.corpus import get_or_create_corpus
 from ferret.core.db.index_version import live_index_versions
 from ferret.core.db.models import Corpus, Document, Passage, Source, SyncRun
@@ -19,6 +18,7 @@ from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.documents import Document as SourceDocument
 from ferret.core.sources.incremental import IncrementalConnector, SyncItem
 from ferret.core.sources.sync import SourceSync
 

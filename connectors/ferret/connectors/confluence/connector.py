@@ -28,11 +28,11 @@ from atlassian import Confluence
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
-from ferret.connectors.base import SlimConnector
 from ferret.connectors.confluence.permissions import PrincipalNames, groups_named
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.retry import RetryPolicy, call_with_retry, retry_after_seconds
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import (
     CursorMark,
     GroupMembership,

@@ -24,11 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ferret.connectors.base import SlimConnector
 from ferret.connectors.filesystem.parsers import SUPPORTED_EXTENSIONS, UnreadableFileError, parse_file
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.principal_map import principals_for
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, Deleted, IncrementalConnector, PermissionPass, SyncItem
 
 DEFAULT_INCLUDE = ["*.md", "*.markdown", "*.txt", "*.rst", "*.html", "*.htm"]

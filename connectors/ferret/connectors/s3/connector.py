@@ -24,17 +24,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ferret.connectors.base import SlimConnector
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
     parse_file,
     unsupported_reason,
 )
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.principal_map import first_match, principals_for
 from ferret.connectors.retry import RetryPolicy, call_with_retry, retry_after_seconds
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, IncrementalConnector, PermissionPass, SyncItem
 
 T = TypeVar("T")

@@ -23,18 +23,18 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from ferret.connectors.base import SlimConnector
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
     parse_file,
     unsupported_reason,
 )
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.retry import RetryPolicy
 from ferret.connectors.sharepoint.graph import GraphClient, GraphError
 from ferret.connectors.sharepoint.permissions import entra_groups, item_principals
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import (
     CursorMark,
     Deleted,

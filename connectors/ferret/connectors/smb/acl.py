@@ -29,7 +29,7 @@ from smbprotocol.open import (
 )
 from smbprotocol.security_descriptor import AceType, SMB2CreateSDBuffer
 
-from ferret.connectors.models import PUBLIC_GROUP
+from ferret.core.acl import PUBLIC_GROUP
 
 EVERYONE_SIDS = frozenset({"S-1-1-0", "S-1-5-11"})
 """Everyone and Authenticated Users: every caller of the search API has an account, so both mean public."""

@@ -27,16 +27,16 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from smbprotocol.exceptions import SMBException
 from smbprotocol.open import FilePipePrinterAccessMask
 
-from ferret.connectors.base import SlimConnector
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
     parse_file,
     unsupported_reason,
 )
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.smb.acl import flatten_share_and_file, query_dacl, readers, sid_principals
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import (
     CursorMark,
     IncompleteListingError,

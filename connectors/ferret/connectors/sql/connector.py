@@ -20,10 +20,10 @@ from typing import Any
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ferret.connectors.base import SlimConnector
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.principal_map import principals_for
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, IncrementalConnector, PermissionPass, SyncItem
 
 _IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]{0,62}$"

@@ -28,11 +28,11 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
-from ferret.connectors.base import SlimConnector
-from ferret.connectors.models import Document, SkippedItem
 from ferret.connectors.principal_map import first_match
 from ferret.connectors.retry import RetryPolicy, send_with_retry
 from ferret.core.errors import InvalidInputError
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import (
     CursorMark,
     Deleted,

@@ -56,8 +56,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ferret.connectors.base import BaseConnector
-from ferret.connectors.models import Document, SkippedItem
+from ferret.core.sources.capabilities import BaseConnector
+from ferret.core.sources.documents import Document, SkippedItem
 
 
 class IncompleteListingError(Exception):

@@ -1,17 +1,14 @@
 """Periodic syncs: which sources are due, and the embedded scheduler that syncs them without a broker.
 
-With a broker, Celery beat sends ``ferret.sources.sync_due`` every minute (``ferret.workers.apps.cpu``) and a worker
-runs ``sync_due`` below; without one, ``ferret source scheduler`` (or ``ferret serve`` with
-``FERRET_EMBEDDED_SCHEDULER=1``) runs ``EmbeddedScheduler``, a thread doing the same every ``interval_s``. Both
-read the schedule from the source rows, so either can be used and a sync that overruns its period is not started
-twice by the same scheduler (a source with a run in progress is not due).
+With a broker, Celery beat sends ``ferret.sources.sync_due`` every minute (``ferret.workers.apps.cpu``) and a CPU
+worker runs ``sync_due`` below; without one, ``ferret source scheduler`` is the embedded scheduler: a loop doing the
+same every ``--interval`` seconds. Both read the schedule from the source rows, and a source with a run in progress
+(started less than six hours ago) is not due, so an overrunning sync is not started twice.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -43,29 +40,3 @@ def sync_due(
             session.rollback()
             results.append((name, str(error)))
     return results
-
-
-class EmbeddedScheduler:
-    """A daemon thread that calls ``tick`` every ``interval_s`` until ``stop``; ``tick`` opens its own session."""
-
-    def __init__(self, tick: Callable[[], object], interval_s: float = 60.0) -> None:
-        self.tick = tick
-        self.interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="ferret-source-scheduler", daemon=True)
-
-    def start(self) -> EmbeddedScheduler:
-        self._thread.start()
-        return self
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.tick()
-            except Exception:
-                logger.exception("scheduled source syncs failed; trying again at the next tick")
-            self._stop.wait(self.interval_s)

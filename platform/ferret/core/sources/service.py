@@ -6,13 +6,11 @@ in production), so the domain never imports a connector; secrets are resolved on
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ferret.connectors.base import BaseConnector
 from ferret.core.db.corpus import get_corpus, get_or_create_corpus
 from ferret.core.db.document import delete_documents, passage_ids_of_documents
 from ferret.core.db.models import Corpus, Document, Source, SyncRun, SyncState
@@ -21,12 +19,13 @@ from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import ConnectorFactory
 from ferret.core.sources.config import SourceSpec, check_no_plaintext_secrets, resolve_secrets
 from ferret.core.sources.incremental import IncrementalConnector
 from ferret.core.sources.sync import SourceSync
 
-ConnectorBuilder = Callable[..., BaseConnector]
-"""``build(kind, **config)``: a connector of that kind."""
+ConnectorBuilder = ConnectorFactory
+"""``build(kind, **config)``: a connector of that kind (the runtime's connector registry)."""
 
 
 def build_for(source: Source, build: ConnectorBuilder) -> IncrementalConnector:

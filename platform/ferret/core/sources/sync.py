@@ -31,9 +31,6 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ferret.connectors.base import SlimConnector
-from ferret.connectors.models import Document as SourceDocument
-from ferret.connectors.models import SkippedItem
 from ferret.core.corpus.ingest import Ingestor
 from ferret.core.corpus.permissions import apply_permission_changes
 from ferret.core.db.document import delete_documents, passage_ids_of_documents
@@ -43,6 +40,9 @@ from ferret.core.db.source import document_fingerprints, replace_group_members, 
 from ferret.core.errors import FerretError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.settings import FerretSettings
+from ferret.core.sources.capabilities import SlimConnector
+from ferret.core.sources.documents import Document as SourceDocument
+from ferret.core.sources.documents import SkippedItem
 from ferret.core.sources.incremental import (
     CursorMark,
     Deleted,

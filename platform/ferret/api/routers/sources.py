@@ -1,0 +1,108 @@
+"""Configured sources over HTTP (admin): list them with their last sync report, read a source's sync reports, and
+sync one now. Sources are added with ``ferret source add`` (their definition files name secret references that
+only the machine running the syncs can resolve)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path, Query
+from pydantic import BaseModel
+
+from ferret.api.auth import AdminCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.models import Source
+from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
+from ferret.core.sources.service import find_configured, sync_source
+
+router = APIRouter(tags=["sources"])
+
+
+class SyncReportOut(BaseModel):
+    """One sync: state, counts (new, changed, unchanged, deleted, permission_updates, skipped, passages_embedded,
+    checkpoints, duration_s), skipped items with their reasons, the error that stopped it."""
+
+    id: int
+    state: str
+    trigger: str
+    counts: dict[str, Any]
+    skipped: list[dict[str, str]]
+    error: str | None
+    started_at: str
+    finished_at: str | None
+    duration_s: float | None
+
+
+class SourceOut(BaseModel):
+    corpus: str
+    name: str
+    kind: str
+    enabled: bool
+    schedule_minutes: int | None
+    last_sync: SyncReportOut | None
+
+
+class SourceList(BaseModel):
+    sources: list[SourceOut]
+
+
+def _out(session: Any, source: Source, corpus: str) -> SourceOut:
+    last = last_sync_run(session, source)
+    return SourceOut(
+        corpus=corpus,
+        name=source.name,
+        kind=source.kind,
+        enabled=source.enabled,
+        schedule_minutes=source.schedule_minutes,
+        last_sync=SyncReportOut(**run_summary(last)) if last is not None else None,
+    )
+
+
+@router.get(
+    "/v1/corpora/{corpus}/sources",
+    response_model=SourceList,
+    responses=error_responses(401, 403, 404),
+    summary="List the configured sources of a corpus with their last sync report",
+)
+def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_length=128)) -> SourceList:
+    corpus_row = get_corpus(session, corpus)
+    return SourceList(sources=[_out(session, source, corpus_row.name) for source in list_sources(session, corpus_row)])
+
+
+@router.get(
+    "/v1/corpora/{corpus}/sources/{name}/syncs",
+    response_model=list[SyncReportOut],
+    responses=error_responses(401, 403, 404),
+    summary="The newest sync reports of a source",
+)
+def syncs(
+    _caller: AdminCaller,
+    session: SessionDep,
+    corpus: str = Path(max_length=128),
+    name: str = Path(max_length=64),
+    limit: int = Query(20, ge=1, le=200),
+) -> list[SyncReportOut]:
+    source = find_configured(session, corpus, name)
+    return [SyncReportOut(**run_summary(run)) for run in sync_runs(session, source, limit)]
+
+
+@router.post(
+    "/v1/corpora/{corpus}/sources/{name}/sync",
+    response_model=SyncReportOut,
+    responses=error_responses(401, 403, 404, 409, 422),
+    summary="Sync a source now and return its report",
+)
+def sync_now(
+    _caller: AdminCaller,
+    session: SessionDep,
+    state: StateDep,
+    corpus: str = Path(max_length=128),
+    name: str = Path(max_length=64),
+) -> SyncReportOut:
+    """Runs the sync in the request (resuming from the source's last checkpoint); a failed sync answers 400 with its
+    one-sentence reason, and its report (state failed) is listed by the syncs route."""
+    source = find_configured(session, corpus, name)
+    run = sync_source(session, state.settings, state.backend, state.connectors, source, trigger="api")
+    return SyncReportOut(**run_summary(run))

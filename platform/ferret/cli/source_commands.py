@@ -1,0 +1,164 @@
+"""``ferret source add|list|sync|runs|remove|scheduler``: configured sources, synced on demand or on a schedule.
+
+A definition file (YAML or JSON, see ``ferret.core.sources.config``) names the corpus, the connector kind, its
+config (secrets as ``{env: NAME}`` or ``{file: PATH}`` references, never plain text) and ``schedule_minutes``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ferret.cli.render import console
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.models import SyncRun
+from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
+from ferret.core.sources.config import load_spec
+from ferret.core.sources.service import add_source, find_configured, remove_source, sync_source
+from ferret.runtime.context import app_context
+
+source_app = typer.Typer(
+    help="Configured sources (S3, SMB, web, SQL, Git, Confluence, SharePoint...).", no_args_is_help=True
+)
+
+
+def print_run(run: SyncRun | dict[str, Any], *, as_json: bool = False) -> None:
+    """A sync report: counts, skipped items with their reasons, duration, error."""
+    summary = run if isinstance(run, dict) else run_summary(run)
+    if as_json:
+        console.print_json(json.dumps(summary))
+        return
+    counts = summary.get("counts", {})
+    console.print(
+        f"sync {summary.get('id')} {summary.get('state')}: new {counts.get('new', 0)}, changed "
+        f"{counts.get('changed', 0)}, unchanged {counts.get('unchanged', 0)}, deleted {counts.get('deleted', 0)}, "
+        f"permission updates {counts.get('permission_updates', 0)}, skipped {counts.get('skipped', 0)}; "
+        f"{counts.get('passages_embedded', 0)} passages embedded, {counts.get('checkpoints', 0)} checkpoints, "
+        f"{summary.get('duration_s') or counts.get('duration_s', 0)} s",
+        highlight=False,
+    )
+    for item in summary.get("skipped", [])[:50]:
+        console.print(f"  skipped {item['external_id']}: {item['reason']}", highlight=False)
+    if summary.get("error"):
+        console.print(f"  error: {summary['error']}", highlight=False)
+
+
+@source_app.command("add")
+def add(
+    definition: Annotated[
+        Path, typer.Argument(help="YAML or JSON file: corpus, name, kind, config, schedule_minutes.")
+    ],
+    replace: Annotated[bool, typer.Option(help="Replace the definition of an existing source.")] = False,
+) -> None:
+    """Add (or with --replace, change) a source; its connector is built once to check the config."""
+    spec = load_spec(definition)
+    with app_context() as ctx:
+        source = add_source(ctx.session, spec, ctx.connectors, replace=replace)
+        ctx.session.commit()
+        schedule = f"every {source.schedule_minutes} min" if source.schedule_minutes else "on demand"
+        console.print(f"source {source.name} ({source.kind}) of corpus {spec.corpus}: synced {schedule}")
+
+
+@source_app.command("list")
+def list_command(
+    corpus: Annotated[str | None, typer.Option("--corpus", "-c", help="Only sources of this corpus.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Sources with their schedule and the report of their last sync."""
+    with app_context() as ctx:
+        sources = list_sources(ctx.session, get_corpus(ctx.session, corpus) if corpus else None)
+        rows: list[dict[str, Any]] = [
+            {
+                "corpus_id": source.corpus_id,
+                "name": source.name,
+                "kind": source.kind,
+                "enabled": source.enabled,
+                "schedule_minutes": source.schedule_minutes,
+                "last_sync": run_summary(last_sync_run(ctx.session, source)),
+            }
+            for source in sources
+        ]
+        if as_json:
+            console.print_json(json.dumps(rows))
+            return
+        table = Table(title="sources")
+        for column in ("name", "kind", "schedule", "last sync", "new/changed/deleted/perm", "skipped", "error"):
+            table.add_column(column)
+        for row in rows:
+            last: dict[str, Any] = row["last_sync"]
+            counts: dict[str, Any] = last.get("counts", {})
+            table.add_row(
+                row["name"],
+                row["kind"],
+                f"{row['schedule_minutes']} min" if row["schedule_minutes"] else "manual",
+                f"{last.get('state', 'never')} {last.get('started_at', '')[:19]}",
+                "/".join(str(counts.get(key, 0)) for key in ("new", "changed", "deleted", "permission_updates")),
+                str(counts.get("skipped", 0)),
+                (last.get("error") or "")[:60],
+            )
+        console.print(table)
+
+
+@source_app.command("sync")
+def sync(
+    corpus: Annotated[str, typer.Argument(help="Corpus of the source.")],
+    name: Annotated[str, typer.Argument(help="Source name.")],
+    checkpoint_every: Annotated[int, typer.Option(help="Persist the cursor every this many documents.")] = 100,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Sync one source now (resuming from its last checkpoint) and print the report."""
+    with app_context() as ctx:
+        source = find_configured(ctx.session, corpus, name)
+        run = sync_source(
+            ctx.session, ctx.settings, ctx.backend, ctx.connectors, source, checkpoint_every=checkpoint_every
+        )
+        print_run(run, as_json=as_json)
+
+
+@source_app.command("runs")
+def runs(
+    corpus: Annotated[str, typer.Argument(help="Corpus of the source.")],
+    name: Annotated[str, typer.Argument(help="Source name.")],
+    limit: Annotated[int, typer.Option(help="Newest runs shown.")] = 10,
+) -> None:
+    """The reports of a source's newest syncs."""
+    with app_context() as ctx:
+        for run in sync_runs(ctx.session, find_configured(ctx.session, corpus, name), limit):
+            print_run(run)
+
+
+@source_app.command("remove")
+def remove(
+    corpus: Annotated[str, typer.Argument(help="Corpus of the source.")],
+    name: Annotated[str, typer.Argument(help="Source name.")],
+) -> None:
+    """Remove a source and its documents from the database and every live index version."""
+    with app_context() as ctx:
+        removed = remove_source(ctx.session, ctx.backend, ctx.settings, find_configured(ctx.session, corpus, name))
+        console.print(f"source {name} removed with its {removed} documents")
+
+
+@source_app.command("scheduler")
+def scheduler(
+    interval: Annotated[float, typer.Option(help="Seconds between two looks at the schedule.")] = 60.0,
+    once: Annotated[bool, typer.Option(help="Sync the due sources once and exit.")] = False,
+) -> None:
+    """The embedded scheduler: syncs every due source, then waits (without a broker; Celery beat does it with one)."""
+    from ferret.core.sources.schedule import sync_due
+
+    while True:
+        with app_context() as ctx:
+            for source_name, result in sync_due(ctx.session, ctx.settings, ctx.backend, ctx.connectors):
+                if isinstance(result, str):
+                    console.print(f"{source_name}: {result}", highlight=False)
+                else:
+                    console.print(f"{source_name}: ", end="")
+                    print_run(result)
+        if once:
+            return
+        time.sleep(interval)
