@@ -48,3 +48,8 @@ EXPIRES_S = 24 * 3600
 def task_id(job_id: int, stage: str) -> str:
     """Deterministic Celery task ids, so a cancel can revoke every step of a job without asking the backend."""
     return f"ferret-job-{job_id}-{stage}"
+
+
+SYNC_DUE_TASK = "ferret.sources.sync_due"
+SYNC_DUE_BEAT: dict[str, object] = {"task": SYNC_DUE_TASK, "schedule": 60.0, "options": {"queue": str(Queue.CPU)}}
+"""Celery beat's entry for scheduled source syncs (``ferret.workers.tasks.sources``): a look every minute."""

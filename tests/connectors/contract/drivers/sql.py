@@ -12,7 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from connectors.contract.driver import Driver
-from db.conftest import PostgresNotInstalled, start_postgres
+from core.db.conftest import PostgresNotInstalled, start_postgres
 from ferret.connectors.sql.connector import SqlConnector
 from ferret_testing import free_port, skip_or_fail
 

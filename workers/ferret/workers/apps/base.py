@@ -22,7 +22,8 @@ from celery.signals import worker_process_init
 from ferret.core.db.engine import get_engine
 from ferret.core.errors import FerretError
 from ferret.core.settings import FerretSettings, get_settings
-from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, QUEUE_OF_TASK, Queue, WorkerKind
+from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, QUEUE_OF_TASK, SYNC_DUE_BEAT, Queue, WorkerKind
+from ferret.workers.tasks.sources import register_sync_due
 from ferret.workers.tasks.table import register_tasks
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a worker never downloads a model at run time
@@ -78,6 +79,9 @@ def celery_config(settings: FerretSettings, kind: WorkerKind | None) -> dict[str
     if kind is not None:
         config["task_default_queue"] = str(QUEUE_OF_KIND[kind])
         config["worker_concurrency"] = DEFAULT_CONCURRENCY[kind]
+    if kind == WorkerKind.CPU:
+        # Celery beat (``celery -A ferret.workers.apps.cpu beat``) looks at the source schedules every minute.
+        config["beat_schedule"] = {"sync-due-sources": SYNC_DUE_BEAT}
     return config
 
 
@@ -90,6 +94,8 @@ def create_app(kind: WorkerKind | None, settings: FerretSettings | None = None) 
     app.conf.update(config)
     if kind is not None:
         register_tasks(app, kind)  # the tasks of this kind's queue, from the declared pipelines
+    if kind == WorkerKind.CPU:
+        register_sync_due(app)  # scheduled source syncs (beat's entry above)
     return app
 
 

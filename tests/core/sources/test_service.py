@@ -1,0 +1,147 @@
+"""Configured sources end to end on real SQLite databases (Ferret's and a source table read by the sql connector):
+the CLI's add/sync/list/runs/remove with secret references, refused empty listings, the schedule, and principals
+expanded through reported group memberships."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from typer.testing import CliRunner
+
+from ferret.cli.main import app
+from ferret.connectors.registry import build_connector
+from ferret.core.db.corpus import create_corpus
+from ferret.core.db.models import Document, Source, SyncState
+from ferret.core.db.source import expand_principals, replace_group_members
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.settings import FerretSettings
+from ferret.core.sources.config import parse_spec
+from ferret.core.sources.service import add_source, due_sources, sync_source
+from ferret.core.sources.sync import SyncFailedError
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    """A source database: two articles, one for the support team."""
+    path = tmp_path / "kb.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE articles (id INTEGER PRIMARY KEY, title TEXT, body TEXT, teams TEXT)")
+        connection.executemany(
+            "INSERT INTO articles VALUES (?, ?, ?, ?)",
+            [(1, "Refunds", "Refunds take five days.", "support"), (2, "Holidays", "The office closes in August.", "")],
+        )
+    return path
+
+
+def definition(tmp_path: Path, schedule: int | None = None) -> Path:
+    spec = {
+        "corpus": "help",
+        "name": "kb",
+        "kind": "sql",
+        "config": {
+            "url": {"env": "KB_URL"},
+            "table": "articles",
+            "title_column": "title",
+            "text_columns": ["body"],
+            "acl_column": "teams",
+        },
+    }
+    if schedule:
+        spec["schedule_minutes"] = schedule
+    path = tmp_path / "kb.json"
+    path.write_text(json.dumps(spec), encoding="utf-8")
+    return path
+
+
+def test_cli_adds_syncs_lists_and_removes_a_source(
+    ferret_home: Path, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    added = runner.invoke(app, ["source", "add", str(definition(tmp_path))])
+    assert added.exit_code == 0, added.output
+
+    synced = runner.invoke(app, ["source", "sync", "help", "kb", "--json"])
+    assert synced.exit_code == 0, synced.output
+    report = json.loads(synced.output)
+    assert report["state"] == "succeeded"
+    assert (report["counts"]["new"], report["counts"]["deleted"]) == (2, 0)
+
+    listed = runner.invoke(app, ["source", "list", "--json"])
+    assert json.loads(listed.output)[0]["last_sync"]["counts"]["new"] == 2
+    again = runner.invoke(app, ["source", "add", str(definition(tmp_path))])
+    assert again.exit_code != 0 and "pass --replace" in again.output
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        (stored,) = connection.execute("SELECT config FROM sources WHERE name = 'kb'").fetchone()
+    assert json.loads(stored)["url"] == {"env": "KB_URL"} and str(kb) not in stored  # the reference, never the value
+
+    removed = runner.invoke(app, ["source", "remove", "help", "kb"])
+    assert removed.exit_code == 0 and "its 2 documents" in removed.output
+    assert json.loads(runner.invoke(app, ["source", "list", "--json"]).output) == []
+
+
+def test_a_source_listing_nothing_deletes_nothing(
+    session: Session, settings: FerretSettings, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    source = add_source(session, parse_spec(json.loads(definition(tmp_path).read_text())), build_connector)
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        assert sync_source(session, settings, backend, build_connector, source).state == SyncState.SUCCEEDED
+        with sqlite3.connect(kb) as connection:
+            connection.execute("DELETE FROM articles")  # an emptied table looks like an outage, not a wipe
+
+        with pytest.raises(SyncFailedError, match=r"listed no documents while 2 are indexed.*nothing was deleted"):
+            sync_source(session, settings, backend, build_connector, source)
+    finally:
+        backend.close()
+    assert len(list(session.scalars(select(Document)))) == 2
+    principals = {row.external_id: row.acl_groups for row in session.scalars(select(Document))}
+    assert principals == {"1": ["kb:group:support"], "2": ["public"]}
+
+
+def test_scheduled_sources_fall_due_after_their_period(
+    session: Session, settings: FerretSettings, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    source = add_source(session, parse_spec(json.loads(definition(tmp_path, schedule=30).read_text())), build_connector)
+    assert due_sources(session) == [source]  # never synced
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        sync_source(session, settings, backend, build_connector, source, trigger="schedule")
+    finally:
+        backend.close()
+    now = datetime.now(UTC)
+    assert due_sources(session, now + timedelta(minutes=29)) == []
+    assert due_sources(session, now + timedelta(minutes=31)) == [source]
+    source.enabled = False
+    assert due_sources(session, now + timedelta(minutes=31)) == []
+
+
+def test_principals_expand_through_reported_memberships(session: Session) -> None:
+    corpus = create_corpus(session, "help")
+    source = Source(corpus_id=corpus.id, name="wiki", kind="confluence", config={})
+    session.add(source)
+    session.flush()
+    changed = replace_group_members(
+        session,
+        source,
+        [
+            ("wiki:group:eng", "user:ann@x.org"),
+            ("wiki:group:staff", "wiki:group:eng"),
+            ("wiki:group:ops", "user:bob@x.org"),
+        ],
+    )
+    assert changed == 3
+
+    assert expand_principals(session, ["user:ann@x.org"]) == ["user:ann@x.org", "wiki:group:eng", "wiki:group:staff"]
+    assert expand_principals(session, ["user:eve@x.org"]) == ["user:eve@x.org"]
+    assert replace_group_members(session, source, [("wiki:group:ops", "user:bob@x.org")]) == 2
+    assert expand_principals(session, ["user:ann@x.org"]) == ["user:ann@x.org"]
