@@ -8,6 +8,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -42,7 +43,7 @@ def kb(tmp_path: Path) -> Path:
 
 
 def definition(tmp_path: Path, schedule: int | None = None) -> Path:
-    spec = {
+    spec: dict[str, Any] = {
         "corpus": "help",
         "name": "kb",
         "kind": "sql",
