@@ -1,4 +1,6 @@
-"""The contract every connector keeps, run against each one (after Haystack's ``testing/``)."""
+"""The contract every full-load connector (filesystem, BEIR) keeps, run against each one (after Haystack's
+``testing/``). The incremental connectors (sql, git, web, s3, smb, confluence, sharepoint) have their own contract
+suite against real servers in ``tests/connectors/contract``."""
 
 from __future__ import annotations
 
@@ -6,12 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from ferret.connectors.registry import CONNECTORS, build_connector
+from ferret.connectors.registry import CONNECTORS, build_connector, get_connector_class
 from ferret.core.sources.capabilities import LoadConnector, SlimConnector
 from ferret.core.sources.documents import Document, SkippedItem
 
+LOAD_CONNECTORS = ("beir", "filesystem")
 
-@pytest.fixture(params=sorted(CONNECTORS))
+
+@pytest.fixture(params=LOAD_CONNECTORS)
 def connector(request: pytest.FixtureRequest, docs_folder: Path, beir_dataset: Path) -> LoadConnector:
     configs = {"filesystem": {"root": docs_folder}, "beir": {"path": beir_dataset}}
     built = build_connector(request.param, **configs[request.param])
@@ -46,3 +50,10 @@ def test_content_hash_is_stable_across_loads(connector: LoadConnector) -> None:
         return {document.external_id: document.content_hash for document in documents}
 
     assert hashes() == hashes()
+
+
+def test_every_other_kind_is_an_incremental_connector() -> None:
+    from ferret.core.sources.incremental import IncrementalConnector
+
+    for kind in set(CONNECTORS) - set(LOAD_CONNECTORS):
+        assert issubclass(get_connector_class(kind), IncrementalConnector), kind
