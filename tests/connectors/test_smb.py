@@ -112,12 +112,17 @@ def test_no_change_resync_delivers_nothing_then_edits_and_permission_changes_are
     }
 
 
-def test_listing_reflects_rename_and_delete(samba: SambaServer) -> None:
+def test_a_moved_file_is_delivered_under_its_new_path_and_the_listing_drops_the_old(samba: SambaServer) -> None:
     seed(samba)
     connector = connect(samba)
-    (samba.share_dir / "handbook.md").rename(samba.share_dir / "eng" / "handbook.md")
+    _, cursor = run(connector)
+    time.sleep(0.05)
+    (samba.share_dir / "handbook.md").rename(samba.share_dir / "eng" / "handbook.md")  # keeps its LastWriteTime
     (samba.share_dir / "hr" / "salaries.txt").unlink()
 
+    moved = documents(run(connector, cursor)[0])
+
+    assert set(moved) == {"eng/handbook.md", "eng/design.txt"}  # the whole destination folder comes again
     assert sorted(connector.list_external_ids()) == ["eng/design.txt", "eng/handbook.md"]
 
 

@@ -69,6 +69,7 @@ class ConfluenceStub:
         self.throttle_next = 0
         self.retry_after = "1"
         self.fail_next: list[int] = []
+        self.outage = False
         self._next_id = 1000
         self._last_change = datetime.now(UTC)
         self.app = self._build_app()
@@ -203,8 +204,9 @@ class ConfluenceStub:
                 return JSONResponse(
                     {"message": "Rate limited"}, status_code=429, headers={"Retry-After": self.retry_after}
                 )
-            if self.fail_next:
-                return JSONResponse({"message": "Server error"}, status_code=self.fail_next.pop(0))
+            if self.fail_next or self.outage:
+                status = self.fail_next.pop(0) if self.fail_next else 503
+                return JSONResponse({"message": "Server error"}, status_code=status)
             expected = "Basic " + base64.b64encode(f"{USERNAME}:{PASSWORD}".encode()).decode()
             if request.headers.get("authorization") != expected:
                 return JSONResponse({"statusCode": 401, "message": "Unauthorized"}, status_code=401)

@@ -93,6 +93,7 @@ class GraphStub:
         self.token_requests = 0
         self.requests: list[str] = []
         self.throttle_next = 0
+        self.outage = False
         self.retry_after = "1"
         self.page_size = 2
         self.seq = 0
@@ -228,6 +229,9 @@ class GraphStub:
                 self.throttle_next -= 1
                 error = {"error": {"code": "TooManyRequests", "message": "Please retry after"}}
                 return JSONResponse(error, status_code=429, headers={"Retry-After": self.retry_after})
+            if self.outage and request.url.path.startswith("/v1.0/"):
+                error = {"error": {"code": "serviceNotAvailable", "message": "Service unavailable"}}
+                return JSONResponse(error, status_code=503)
             if request.url.path.startswith("/v1.0/"):
                 auth = request.headers.get("authorization", "")
                 if not auth.startswith("Bearer ") or auth[7:] not in self.tokens:

@@ -102,13 +102,17 @@ class SambaServer:
                 check=True,
                 capture_output=True,
             )
-        log = (self.root / "log" / "stdout.log").open("wb")
-        self.process = subprocess.Popen(
-            ["smbd", "-s", str(self.config), "--foreground", "--no-process-group", "--debug-stdout"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # smbd signals its whole process group when it stops
-        )
+        return self.resume()
+
+    def resume(self) -> SambaServer:
+        """Start smbd (again) on the same port and wait until it listens."""
+        with (self.root / "log" / "stdout.log").open("ab") as log:
+            self.process = subprocess.Popen(
+                ["smbd", "-s", str(self.config), "--foreground", "--no-process-group", "--debug-stdout"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # smbd signals its whole process group when it stops
+            )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -120,7 +124,8 @@ class SambaServer:
                 time.sleep(0.05)
         raise RuntimeError("smbd did not listen within 15 s")
 
-    def stop(self) -> None:
+    def pause(self) -> None:
+        """Stop smbd, keeping the share (an outage)."""
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
@@ -128,7 +133,15 @@ class SambaServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+
+    def stop(self) -> None:
+        self.pause()
         shutil.rmtree(self.share_dir, ignore_errors=True)
+
+    def add_group(self, group: str) -> str:
+        """A Unix group for the share's files (created when missing); returns its SID."""
+        self.groups[group] = ensure_group(group)
+        return self.group_sid(group)
 
     def write(self, relative: str, text: str, group: str | None = None, mode: int = 0o644) -> Path:
         """Create or overwrite a file in the share; ``group`` owns it (``mode`` 0o640 hides it from others)."""

@@ -274,7 +274,12 @@ class _Access:
     def members(self, group: str) -> set[str]:
         if group not in self._members:
             name = group.split(":group:", 1)[1]
-            results = self.connector._paged(f"rest/api/group/{name}/member", {"limit": 200})
+            try:
+                results = list(self.connector._paged(f"rest/api/group/{name}/member", {"limit": 200}))
+            except requests.HTTPError as error:
+                if error.response is None or error.response.status_code != 404:
+                    raise
+                results = []  # a group that no longer exists has no members
             self._members[group] = {self.names.user(user["username"]) for user in results}
         return self._members[group]
 

@@ -163,7 +163,13 @@ class SharePointConnector(IncrementalConnector, SlimConnector, PermissionPass, G
             groups |= entra_groups(principals, self.source_name)
         for group_id in sorted(groups):
             group = group_principal(self.source_name, group_id)
-            for member in self.graph.paged(f"groups/{group_id}/transitiveMembers"):
+            try:
+                members = list(self.graph.paged(f"groups/{group_id}/transitiveMembers"))
+            except GraphError as error:
+                if error.status != 404:
+                    raise
+                members = []  # a group deleted since it was granted has no members
+            for member in members:
                 address = member.get("mail") or member.get("userPrincipalName")
                 if member.get("@odata.type") == "#microsoft.graph.user" and address:
                     yield GroupMembership(group=group, member=user_principal(str(address)))

@@ -29,10 +29,13 @@ from smbprotocol.open import (
 )
 from smbprotocol.security_descriptor import AceType, SMB2CreateSDBuffer
 
-from ferret.core.acl import PUBLIC_GROUP
+from ferret.core.sources.principals import PUBLIC, group_principal, user_principal
 
 EVERYONE_SIDS = frozenset({"S-1-1-0", "S-1-5-11"})
 """Everyone and Authenticated Users: every caller of the search API has an account, so both mean public."""
+
+ADMIN_SIDS = ("S-1-5-18", "S-1-5-32-544", "S-1-3-0", "S-1-3-1")
+"""SYSTEM, BUILTIN\\Administrators, CREATOR OWNER and CREATOR GROUP: present in most DACLs, no one to search as."""
 
 READ_RIGHTS = 0x00000001 | 0x80000000 | 0x10000000
 """FILE_READ_DATA, GENERIC_READ and GENERIC_ALL ([MS-DTYP] 2.4.3): any of them lets a user read the content."""
@@ -106,11 +109,11 @@ def sid_principals(
     principals = set()
     for sid in sids:
         if sid in EVERYONE_SIDS:
-            principals.add(PUBLIC_GROUP)
+            principals.add(PUBLIC)
         elif sid in sid_users:
-            principals.add(f"user:{sid_users[sid]}")
+            principals.add(user_principal(sid_users[sid]))
         else:
-            principals.add(f"{source}:group:{sid_groups.get(sid, sid)}")
+            principals.add(group_principal(source, sid_groups.get(sid, sid)))
     return principals
 
 
@@ -119,8 +122,8 @@ def flatten_share_and_file(share: set[str] | None, file: set[str]) -> list[str]:
 
     ``public`` alone stands for a public layer: the other principals add nothing to "any of".
     """
-    if share is None or PUBLIC_GROUP in share:
-        return [PUBLIC_GROUP] if PUBLIC_GROUP in file else sorted(file)
-    if PUBLIC_GROUP in file:
+    if share is None or PUBLIC in share:
+        return [PUBLIC] if PUBLIC in file else sorted(file)
+    if PUBLIC in file:
         return sorted(share)
     return sorted(share & file)

@@ -33,7 +33,7 @@ from ferret.connectors.filesystem.parsers import (
     parse_file,
     unsupported_reason,
 )
-from ferret.connectors.smb.acl import flatten_share_and_file, query_dacl, readers, sid_principals
+from ferret.connectors.smb.acl import ADMIN_SIDS, flatten_share_and_file, query_dacl, readers, sid_principals
 from ferret.core.errors import InvalidInputError
 from ferret.core.sources.capabilities import SlimConnector
 from ferret.core.sources.documents import Document, SkippedItem
@@ -62,6 +62,7 @@ class SmbConfig(BaseModel):
     sid_groups: dict[str, str] = Field(default_factory=dict)
     sid_users: dict[str, str] = Field(default_factory=dict)
     share_allow: list[str] | None = None
+    ignore_sids: list[str] = Field(default_factory=lambda: list(ADMIN_SIDS))
     include: list[str] = Field(default_factory=list)
     max_file_bytes: int = Field(default=50_000_000, gt=0)
     overlap_seconds: float = Field(default=300.0, ge=0)
@@ -71,8 +72,10 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
     """Files of one SMB share with their DACL as principals.
 
     ``sid_groups`` maps SIDs to group names (``<source>:group:<name>``) and ``sid_users`` SIDs to e-mail addresses
-    (``user:<email>``). ``share_allow`` lists the SIDs the share ACL lets read (``None``: everyone, the Windows
-    default); smbprotocol cannot read a share ACL (that is an SRVSVC RPC call), so it is configured.
+    (``user:<email>``). ``ignore_sids`` are left out of every DACL: by default SYSTEM, Administrators and the
+    CREATOR placeholders, which can read everything and would only lengthen every document's principals.
+    ``share_allow`` lists the SIDs the share ACL lets read (``None``: everyone, the Windows default);
+    smbprotocol cannot read a share ACL (that is an SRVSVC RPC call), so it is configured.
 
     Example:
         >>> connector = SmbConnector(host="files.corp", share="docs", username="svc-ferret", password="...",
@@ -114,16 +117,19 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
         since, high, after = _read_cursor(cursor)
         threshold = since - self.settings.overlap_seconds if since is not None else None
         folders_missed = False
-        for external_id, entry in self._walk(strict=False, after=after):
+        folder_times: dict[str, float] = {}
+        for external_id, entry in self._walk(strict=False, after=after, folder_times=folder_times):
             if isinstance(entry, SkippedItem):
                 folders_missed = True  # its files were not seen: the watermark must not move past them
                 yield entry
                 continue
             info = entry.smb_info
             changed = max(info.last_write_time.timestamp(), info.change_time.timestamp())
-            if threshold is None or changed > threshold:
+            # a rename or a new file moves its folder's LastWriteTime, not its own: all of that folder comes again
+            folder_changed = folder_times.get(posixpath.dirname(external_id), 0.0)
+            if threshold is None or changed > threshold or folder_changed > threshold:
                 yield self._read(external_id, info.last_write_time, info.end_of_file)
-            high = changed if high is None else max(high, changed)
+            high = max(changed, folder_changed, high if high is not None else changed)
             yield CursorMark(cursor={"since": since, "high": high, "after": external_id})
         final = high if since is None or high is None else max(since, high)
         if folders_missed:
@@ -155,7 +161,8 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
 
     def _principals(self, raw: Any) -> list[str]:
         settings = self.settings
-        file = sid_principals(readers(query_dacl(raw.fd)), self.source_name, settings.sid_groups, settings.sid_users)
+        sids = readers(query_dacl(raw.fd)) - set(settings.ignore_sids)
+        file = sid_principals(sids, self.source_name, settings.sid_groups, settings.sid_users)
         return flatten_share_and_file(self._share_principals, file)
 
     def _unc(self, relative: str) -> str:
@@ -177,21 +184,34 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
             self._unc(external_id), mode="rb", buffering=0, desired_access=access, **self._kwargs()
         )
 
-    def _walk(self, *, strict: bool, after: str | None = None) -> Iterator[tuple[str, Any]]:
+    def _walk(
+        self, *, strict: bool, after: str | None = None, folder_times: dict[str, float] | None = None
+    ) -> Iterator[tuple[str, Any]]:
         """``(external_id, SMBDirEntry)`` of every file in walk order (each folder's entries sorted by name, a
         subfolder walked where its name sorts), so paths come in the order of their component tuples and a resumed
         walk can skip every file up to ``after``. A subfolder that cannot be listed raises when ``strict`` (the
-        deletion listing), else becomes a ``SkippedItem`` and the walk goes on; the root must always list."""
+        deletion listing), else becomes a ``SkippedItem`` and the walk goes on; the root must always list.
+        ``folder_times`` receives each folder's LastWriteTime/ChangeTime (epoch seconds) before its files come."""
+        folder_times = {} if folder_times is None else folder_times
         try:
+            root = smbclient.stat(self._unc(""), **self._kwargs())
+            folder_times[""] = max(root.st_mtime, root.st_chgtime)
             entries = self._scandir("")
         except (SMBException, OSError, ValueError) as error:
             raise InvalidInputError(
                 f"Cannot list SMB folder {self._unc('')}: {error}; check host, port, share, path and credentials."
             ) from error
-        yield from self._walk_entries("", entries, strict=strict, after=_walk_key(after) if after else None)
+        key = _walk_key(after) if after else None
+        yield from self._walk_entries("", entries, strict=strict, after=key, folder_times=folder_times)
 
     def _walk_entries(
-        self, folder: str, entries: list[Any], *, strict: bool, after: tuple[str, ...] | None
+        self,
+        folder: str,
+        entries: list[Any],
+        *,
+        strict: bool,
+        after: tuple[str, ...] | None,
+        folder_times: dict[str, float],
     ) -> Iterator[tuple[str, Any]]:
         for entry in entries:
             if entry.name.startswith("."):
@@ -208,7 +228,9 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
                         raise IncompleteListingError(f"cannot list SMB folder {relative}: {error}") from error
                     yield relative, SkippedItem(external_id=relative, reason=f"cannot list folder: {error}")
                     continue
-                yield from self._walk_entries(relative, children, strict=strict, after=after)
+                info = entry.smb_info
+                folder_times[relative] = max(info.last_write_time.timestamp(), info.change_time.timestamp())
+                yield from self._walk_entries(relative, children, strict=strict, after=after, folder_times=folder_times)
                 continue
             if after is not None and key <= after:
                 continue
