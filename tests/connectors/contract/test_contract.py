@@ -81,7 +81,9 @@ def test_a_rename_moves_the_document(driver: Driver, harness: Harness) -> None:
     harness.sync(driver.connector())
 
     documents = harness.documents()
-    assert ids["moraine"] not in documents and new_id in documents
+    if new_id != ids["moraine"]:  # a path-keyed source; Confluence pages and Graph items keep their ids
+        assert ids["moraine"] not in documents
+    assert new_id in documents
     assert len(documents) == 3
     assert harness.search("glacier stopped rocks", [driver.principal("staff")]) >= {new_id}
     harness.assert_index_matches()
