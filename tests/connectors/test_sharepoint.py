@@ -213,6 +213,11 @@ def test_throttling_is_waited_out_and_bad_credentials_are_clear(tenant: tuple[Gr
         list(SharePointConnector(**{**config, "site_id": "nope"}).list_external_ids())
     with pytest.raises(InvalidInputError, match="not libraries of the site"):
         list(SharePointConnector(**config, drives=["Finance"]).list_external_ids())
+    with pytest.raises(InvalidInputError, match=r"ca_bundle /nonexistent\.pem cannot be read"):
+        SharePointConnector(**{**config, "ca_bundle": "/nonexistent.pem"})
+    stub.outage = True  # building a connector needs no network (``ferret source add`` builds one to check it)
+    SharePointConnector(**config).close()
+    stub.outage = False
     with pytest.raises(InvalidInputError, match="Invalid sharepoint connector config"):
         SharePointConnector(**{**config, "authority_host": "http://login.example"})
     assert "client_secret" not in SharePointConnector(**config).config_json()

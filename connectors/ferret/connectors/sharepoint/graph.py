@@ -48,29 +48,41 @@ class GraphClient:
         self.graph_url = graph_url.rstrip("/")
         self.scope = scope
         self.policy = policy
-        context = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        try:
+            context = ssl.create_default_context(cafile=verify) if isinstance(verify, str) else verify
+        except OSError as error:
+            raise InvalidInputError(
+                f"SharePoint ca_bundle {verify} cannot be read: {error.strerror or error}."
+            ) from None
         self.http = httpx.Client(verify=context, timeout=timeout_s, follow_redirects=True)
         # requests lets REQUESTS_CA_BUNDLE override a session's own ``verify``; an explicit per-request value wins
-        session = requests.Session()
-        session.request = functools.partial(session.request, verify=verify, timeout=timeout_s)  # type: ignore[method-assign]
-        try:
-            self.app = msal.ConfidentialClientApplication(
-                client_id,
-                client_credential=client_secret,
-                authority=f"{authority_host.rstrip('/')}/{tenant_id}",
-                http_client=session,
-                # a configured authority host is trusted as given: discovery would ask login.microsoftonline.com
-                instance_discovery=False,
-            )
-        except ValueError as error:
-            raise InvalidInputError(
-                f"SharePoint authority {authority_host}/{tenant_id} is not usable: {error}"
-            ) from None
-        self.token_errors = 0
+        self._session = requests.Session()
+        self._session.request = functools.partial(  # type: ignore[method-assign]
+            self._session.request, verify=verify, timeout=timeout_s
+        )
+        self._authority = f"{authority_host.rstrip('/')}/{tenant_id}"
+        self._client_id, self._client_secret = client_id, client_secret
+        self._app: Any = None
 
     def token(self) -> str:
-        """An app-only access token (msal answers from its cache until the token nears expiry)."""
-        result: dict[str, Any] = self.app.acquire_token_for_client(scopes=[self.scope])
+        """An app-only access token (msal answers from its cache until the token nears expiry).
+
+        The msal application is made on first use: it reads the authority's OpenID configuration over the network,
+        which building a connector (``ferret source add`` checks the config that way) must not need.
+        """
+        if self._app is None:
+            try:
+                self._app = msal.ConfidentialClientApplication(
+                    self._client_id,
+                    client_credential=self._client_secret,
+                    authority=self._authority,
+                    http_client=self._session,
+                    # a configured authority host is trusted as given: discovery would ask login.microsoftonline.com
+                    instance_discovery=False,
+                )
+            except ValueError as error:
+                raise InvalidInputError(f"SharePoint authority {self._authority} is not usable: {error}") from None
+        result: dict[str, Any] = self._app.acquire_token_for_client(scopes=[self.scope])
         if "access_token" not in result:
             reason = result.get("error_description") or result.get("error") or "no access token"
             raise InvalidInputError(
@@ -112,3 +124,4 @@ class GraphClient:
 
     def close(self) -> None:
         self.http.close()
+        self._session.close()
