@@ -158,6 +158,8 @@ def test_listing_drops_deleted_pages_and_memberships_name_the_groups_in_use(wiki
     assert GroupMembership(group="wiki:group:hr", member="user:dave@corp.com") in memberships
     assert {membership.group for membership in memberships} == {"wiki:group:eng", "wiki:group:hr"}
     assert len(memberships) == 5
+    dict(connector.iter_permissions())  # the engine's order: the memberships then come from this pass
+    assert set(connector.group_memberships()) == memberships
 
 
 def test_interrupted_sync_resumes_from_the_last_page_mark(wiki: tuple[ConfluenceStub, str]) -> None:

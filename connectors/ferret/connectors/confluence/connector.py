@@ -108,6 +108,7 @@ class ConfluenceConnector(IncrementalConnector, SlimConnector, PermissionPass, G
         )
         self.names = PrincipalNames(self.source_name, settings.email_domain, settings.public_groups)
         self.policy = RetryPolicy(max_attempts=settings.retry_attempts, budget_s=settings.retry_budget_s)
+        self._permission_pass: _Access | None = None
 
     def config_json(self) -> dict[str, Any]:
         """The stored config: the password is a secret and never round-trips in plain text."""
@@ -148,9 +149,17 @@ class ConfluenceConnector(IncrementalConnector, SlimConnector, PermissionPass, G
             for content in self._space_pages(space, expand=f"space,ancestors,{_RESTRICTIONS}"):
                 access.remember(content)
                 yield str(content["id"]), access.principals(content)
+        self._permission_pass = access  # complete: its group members serve group_memberships below
 
     def group_memberships(self) -> Iterator[GroupMembership]:
-        """Members of every group a space permission or a page restriction of the configured spaces names."""
+        """Members of every group a space permission or a page restriction of the configured spaces names (those
+        the permission pass just met, when it ran on this connector; otherwise a pass over the restrictions)."""
+        if self._permission_pass is not None:
+            members = self._permission_pass.known_members()
+            for group in sorted(members):
+                for member in sorted(members[group]):
+                    yield GroupMembership(group=group, member=member)
+            return
         access = _Access(self)
         groups: set[str] = set()
         for space in self.settings.spaces:
@@ -282,6 +291,9 @@ class _Access:
                 results = []  # a group that no longer exists has no members
             self._members[group] = {self.names.user(user["username"]) for user in results}
         return self._members[group]
+
+    def known_members(self) -> dict[str, set[str]]:
+        return dict(self._members)
 
     def principals(self, content: dict[str, Any]) -> list[str]:
         """Space VIEW ∧ the read restrictions of the ancestors and the page, flattened to "any of"."""

@@ -111,6 +111,7 @@ class SharePointConnector(IncrementalConnector, SlimConnector, PermissionPass, G
             timeout_s=settings.timeout_s,
             policy=RetryPolicy(max_attempts=settings.retry_attempts, budget_s=settings.retry_budget_s),
         )
+        self._groups_seen: set[str] | None = None
         self.resyncs = 0
         """Delta links refused with 410 since this connector was built (a full enumeration followed each)."""
 
@@ -152,15 +153,20 @@ class SharePointConnector(IncrementalConnector, SlimConnector, PermissionPass, G
                 yield _external_id(drive, item["id"])
 
     def iter_permissions(self) -> Iterator[tuple[str, list[str]]]:
+        groups: set[str] = set()
         for drive in self._drives():
             for item in self._enumerate(drive):
-                yield _external_id(drive, item["id"]), self._principals(drive, item["id"])
+                principals = self._principals(drive, item["id"])
+                groups |= entra_groups(principals, self.source_name)
+                yield _external_id(drive, item["id"]), principals
+        self._groups_seen = groups  # complete: group_memberships needs no second pass
 
     def group_memberships(self) -> Iterator[GroupMembership]:
         """``transitiveMembers`` of every Entra group that an item's permissions name."""
-        groups: set[str] = set()
-        for _, principals in self.iter_permissions():
-            groups |= entra_groups(principals, self.source_name)
+        if self._groups_seen is None:
+            for _ in self.iter_permissions():
+                pass
+        groups = self._groups_seen or set()
         for group_id in sorted(groups):
             group = group_principal(self.source_name, group_id)
             try:
