@@ -37,7 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the test servers
 
-from ferret.connectors.models import Document
+from ferret.core.sources.documents import Document
 from ferret.core.sources.incremental import IncrementalConnector
 from speed_support import machine_info, open_platform, open_session
 
