@@ -23,6 +23,7 @@ from ferret.core.db.source import expand_principals, replace_group_members
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.settings import FerretSettings
 from ferret.core.sources.config import parse_spec
+from ferret.core.sources.schedule import sync_due
 from ferret.core.sources.service import add_source, due_sources, sync_source
 from ferret.core.sources.sync import SyncFailedError
 
@@ -116,7 +117,10 @@ def test_scheduled_sources_fall_due_after_their_period(
     assert due_sources(session) == [source]  # never synced
     backend = EdgeIndexBackend(settings.qdrant_path)
     try:
-        sync_source(session, settings, backend, build_connector, source, trigger="schedule")
+        ((name, run),) = sync_due(session, settings, backend, build_connector)
+        assert name == "kb" and not isinstance(run, str)
+        assert (run.trigger, run.state, run.counts["new"]) == ("schedule", SyncState.SUCCEEDED, 2)
+        assert sync_due(session, settings, backend, build_connector) == []  # synced just now: not due
     finally:
         backend.close()
     now = datetime.now(UTC)

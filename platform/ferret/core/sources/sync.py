@@ -37,7 +37,7 @@ from ferret.core.db.document import delete_documents, passage_ids_of_documents
 from ferret.core.db.models import Corpus, Passage, Source, SyncRun, SyncState, utcnow
 from ferret.core.db.models import Document as DocumentRow
 from ferret.core.db.source import document_fingerprints, replace_group_members, start_sync_run
-from ferret.core.errors import FerretError
+from ferret.core.errors import FerretError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.settings import FerretSettings
 from ferret.core.sources.capabilities import SlimConnector
@@ -180,7 +180,11 @@ class SourceSync(Ingestor):
                 self._pending.documents += 1
 
     def _upsert(self, item: SourceDocument, report: SyncReport) -> None:
-        principals = normalize(item.acl_groups)
+        try:
+            principals = normalize(item.acl_groups)
+        except InvalidInputError as error:  # one bad item never stops a sync
+            report.skipped.append(SkippedItem(external_id=item.external_id, reason=str(error)))
+            return
         existing = self.known.get(item.external_id)
         if existing is not None:
             document_id, digest, stored = existing
