@@ -19,6 +19,7 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.models import SyncRun
 from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
 from ferret.core.sources.config import load_spec
+from ferret.core.sources.schedule import sync_due
 from ferret.core.sources.service import add_source, find_configured, remove_source, sync_source
 from ferret.runtime.context import app_context
 
@@ -149,8 +150,6 @@ def scheduler(
     once: Annotated[bool, typer.Option(help="Sync the due sources once and exit.")] = False,
 ) -> None:
     """The embedded scheduler: syncs every due source, then waits (without a broker; Celery beat does it with one)."""
-    from ferret.core.sources.schedule import sync_due
-
     while True:
         with app_context() as ctx:
             for source_name, result in sync_due(ctx.session, ctx.settings, ctx.backend, ctx.connectors):

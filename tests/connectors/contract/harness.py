@@ -103,7 +103,7 @@ class Harness:
             assert self.backend.count(version.collection) == passages, version.collection
 
     def search(self, query: str, principals: list[str]) -> set[str]:
-        results = Searcher(self.session, self.settings, self.backend).search(
+        results = Searcher.over(self.session, self.settings, self.backend).search(
             "contract", query, k=10, mode="sparse", acl_groups=principals
         )
         return {result.external_id for result in results}
