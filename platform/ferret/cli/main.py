@@ -24,6 +24,7 @@ from ferret.cli.task_commands import task_app
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db import migrate
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
+from ferret.core.db.source import expand_principals
 from ferret.core.errors import FerretError, InvalidInputError
 from ferret.core.eval.evaluate import evaluate_dataset
 from ferret.core.settings import get_settings
@@ -133,7 +134,9 @@ def search(
 ) -> None:
     """Search the active index version of a corpus."""
     with app_context() as ctx:
-        results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=group)
+        # A principal such as user:ann@corp.example also searches as the groups the sources reported for it.
+        groups = expand_principals(ctx.session, group) if group else group
+        results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups)
         print_results(query, results)
 
 

@@ -7,6 +7,7 @@ Everything is mutable from the test (``Site.put``, ``Site.remove``...), so a tes
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import threading
 from dataclasses import dataclass, field
@@ -50,6 +51,8 @@ class Site:
     outage: bool = False
     rate_limited: int = 0
     """The next this many requests answer 429 with ``Retry-After: 1``."""
+    delay_s: float = 0.0
+    """Seconds every page takes to answer (a slow site, so a test can kill a sync half-way)."""
     requests: list[tuple[str, int]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -74,6 +77,8 @@ class Site:
     def app(self) -> Starlette:
         async def handle(request: Request) -> Response:
             path = request.url.path
+            if self.delay_s and path in self.pages:
+                await asyncio.sleep(self.delay_s)
             response = self._answer(request, path)
             with self.lock:
                 self.requests.append((path, response.status_code))
