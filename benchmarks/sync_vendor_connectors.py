@@ -141,6 +141,7 @@ def sharepoint_server(tmp: Path) -> Iterator[Setup]:
     stub = GraphStub()
     stub.page_size = 200  # Graph's delta pages hold up to a few hundred items
     stub.add_drive("docs", [group("staff", "Staff")])
+    tmp.mkdir(parents=True, exist_ok=True)
     cert, key = certificate_for(tmp)
     running = serve(stub.app, free_port(), tls=(cert, key))
 
@@ -261,7 +262,7 @@ def main() -> None:
     for kind in args.connectors.split(","):
         with tempfile.TemporaryDirectory(prefix=f"ferret-bench-{kind}-") as tmp:
             rows.append(bench(kind, documents, min(args.embed_docs, len(documents) - 1), Path(tmp)))
-            print(f"{kind}: done", file=sys.stderr)
+            print(f"{kind}: {rows[-1]}", file=sys.stderr)
     header = "| connector | docs | connector docs/s | engine docs/s (no embedding) | no-change re-sync s | "
     header += "docs synced with embedding | passages embedded | engine docs/s (embedding) |"
     print(header)
