@@ -266,7 +266,7 @@ def main() -> None:
     header = "| connector | docs | connector docs/s | engine docs/s (no embedding) | no-change re-sync s | "
     header += "docs synced with embedding | passages embedded | engine docs/s (embedding) |"
     print(header)
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         print(
             f"| {row.connector} | {row.docs} | {row.connector_docs_s:.0f} | {row.engine_docs_s:.1f} | "
