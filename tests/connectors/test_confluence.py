@@ -7,14 +7,23 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from connectors.servers.confluence_stub import PASSWORD, USERNAME, ConfluenceStub
 from connectors.servers.uvicorn_thread import serve
 from ferret.connectors.confluence.connector import ConfluenceConnector
+from ferret.connectors.registry import build_connector
 from ferret.connectors.retry import RetryBudgetExceededError
+from ferret.core.db.models import Document as DocumentRow
+from ferret.core.db.source import expand_principals
 from ferret.core.errors import InvalidInputError
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.settings import FerretSettings
+from ferret.core.sources.config import parse_spec
 from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, GroupMembership
+from ferret.core.sources.service import add_source, sync_source
 from ferret_testing import free_port
 
 
@@ -214,3 +223,42 @@ def test_oversized_page_is_skipped_and_bad_credentials_or_spaces_are_clear_error
     with pytest.raises(InvalidInputError, match="Invalid confluence connector config"):
         ConfluenceConnector(url="wiki.corp", username="u", password="p", spaces=[])
     assert "password" not in connect(url).config_json()
+
+
+def test_a_configured_source_syncs_with_a_secret_reference_and_reports_memberships(
+    wiki: tuple[ConfluenceStub, str], session: Session, settings: FerretSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub, url = wiki
+    ids = seed(stub)
+    monkeypatch.setenv("WIKI_TOKEN", PASSWORD)
+    spec = parse_spec(
+        {
+            "corpus": "intranet",
+            "name": "wiki",
+            "kind": "confluence",
+            "config": {
+                "url": url,
+                "username": USERNAME,
+                "password": {"env": "WIKI_TOKEN"},
+                "spaces": ["ENG", "HR"],
+                "email_domain": "corp.com",
+            },
+        }
+    )
+    source = add_source(session, spec, build_connector)
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        run = sync_source(session, settings, backend, build_connector, source)
+    finally:
+        backend.close()
+
+    assert source.config["password"] == {"env": "WIKI_TOKEN"}  # the reference is stored, never the token
+    assert run.counts["new"] == 4  # the PUB page is outside the configured spaces
+    rows = {row.external_id: row for row in session.scalars(select(DocumentRow))}
+    assert rows[ids["salaries"]].acl_groups == ["user:carol@corp.com"]
+    # carol's API key searches as both groups the wiki reported her in
+    assert expand_principals(session, ["user:carol@corp.com"]) == [
+        "user:carol@corp.com",
+        "wiki:group:eng",
+        "wiki:group:hr",
+    ]
