@@ -67,17 +67,22 @@ def test_cli_adds_syncs_lists_and_removes_a_source(
     ferret_home: Path, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
-    added = runner.invoke(app, ["source", "add", str(definition(tmp_path))])
-    assert added.exit_code == 0, added.output
+    added = runner.invoke(app, ["source", "add", str(definition(tmp_path, schedule=30))])
+    assert added.exit_code == 0 and "every 30 min" in added.output, added.output
+
+    scheduled = runner.invoke(app, ["source", "scheduler", "--once"])  # never synced: due now
+    assert scheduled.exit_code == 0, scheduled.output
+    assert "kb: sync 1 succeeded: new 2, changed 0" in scheduled.output
+    assert "kb:" not in runner.invoke(app, ["source", "scheduler", "--once"]).output  # synced just now: not due
 
     synced = runner.invoke(app, ["source", "sync", "help", "kb", "--json"])
     assert synced.exit_code == 0, synced.output
     report = json.loads(synced.output)
-    assert report["state"] == "succeeded"
-    assert (report["counts"]["new"], report["counts"]["deleted"]) == (2, 0)
+    assert report["state"] == "succeeded" and report["trigger"] == "manual"
+    assert (report["counts"]["new"], report["counts"]["unchanged"], report["counts"]["deleted"]) == (0, 2, 0)
 
     listed = runner.invoke(app, ["source", "list", "--json"])
-    assert json.loads(listed.output)[0]["last_sync"]["counts"]["new"] == 2
+    assert json.loads(listed.output)[0]["last_sync"]["counts"]["unchanged"] == 2
     again = runner.invoke(app, ["source", "add", str(definition(tmp_path))])
     assert again.exit_code != 0 and "pass --replace" in again.output
     with sqlite3.connect(ferret_home / "ferret.db") as connection:
