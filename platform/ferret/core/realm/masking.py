@@ -213,7 +213,7 @@ def split_held_out(
 ) -> tuple[list[MaskedSentence], list[MaskedSentence]]:
     """Training and held-out sentences, split by document so no held-out sentence's document is trained on."""
     documents = sorted({e.document_id for e in examples})
-    held = set(random.Random(seed).sample(documents, max(1, int(round(fraction * len(documents))))))
+    held = set(random.Random(seed).sample(documents, max(1, round(fraction * len(documents)))))
     if len(held) == len(documents):
         held = set(documents[:-1]) if len(documents) > 1 else set()
     return [e for e in examples if e.document_id not in held], [e for e in examples if e.document_id in held]

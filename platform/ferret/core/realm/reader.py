@@ -97,7 +97,7 @@ class KnowledgeAugmentedEncoder:
         for masked, row in zip(inputs, passages, strict=True):
             x = [cls_id, *masked.ids, sep_id]
             for text in row:
-                z = [] if text is None else list(next(passage_ids))[: max(0, self.max_tokens - len(x) - 1)] + [sep_id]
+                z = [] if text is None else [*list(next(passage_ids))[: max(0, self.max_tokens - len(x) - 1)], sep_id]
                 sequences.append(x + z)
                 segments.append([0] * len(x) + [1] * len(z))
         width = max(len(s) for s in sequences)
