@@ -225,7 +225,8 @@ def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> N
     if "ict" in results:
         ict = results["ict"]
         print(
-            f"ICT warm start: {ict['steps']} steps in {ict['wall_s']} s, loss {ict['first_loss']:.2f} → {ict['last_loss']:.2f}"
+            f"ICT warm start: {ict['steps']} steps in {ict['wall_s']} s, "
+            f"loss {ict['first_loss']:.2f} → {ict['last_loss']:.2f}"
         )
     print("\nretrieval utility (held-out, top passage vs null, nats per masked wordpiece) over training")
     for name, run in results["realm"].items():
