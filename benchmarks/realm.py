@@ -24,10 +24,9 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -112,7 +111,7 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
 
     from ferret.core.realm.config import RealmConfig
     from ferret.core.realm.ict import ict_warmup
-    from ferret.core.realm.masking import CorpusPassage, MaskedSentence
+    from ferret.core.realm.masking import CorpusPassage, MaskedSentence, MaskingStrategy
     from ferret.core.realm.refresh import MatrixRefreshStore
     from ferret.core.realm.trainer import RealmData, RealmTrainer
     from ferret.core.training.dual_encoder_trainer import average_with_base
@@ -156,7 +155,7 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
             steps=steps,
             k=8 if device == "cuda" else 4,
             batch_size=batch_size,
-            masking=masking,
+            masking=cast(MaskingStrategy, masking),
             mlm_warmup_steps=max(steps // 2, 1),
             warmup_batch_size=64,
             refresh_every=every,
@@ -245,10 +244,10 @@ def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> N
     if png is None:
         return
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found]
     except ImportError:
         print("matplotlib is not installed: no PNG of the RU curve")
         return
@@ -293,4 +292,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,8 +1,12 @@
-"""A generated corpus of made-up biographies whose facts recur across documents (salient spans with support)."""
+"""Fixtures of the REALM tests: a generated corpus of made-up biographies whose facts recur across documents, so
+salient spans have support in another document (test modules cannot import a conftest, so helpers are fixtures)."""
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
+
+import pytest
 
 from ferret.core.realm.masking import CorpusPassage
 
@@ -12,8 +16,8 @@ _CITIES = ["Lisbon", "Tallinn", "Porto", "Krakow", "Ghent", "Bergen", "Trieste",
 _FIELDS = ["botany", "geology", "astronomy", "linguistics", "chemistry", "economics"]
 
 
-def tiny_biographies(people: int = 12, seed: int = 13) -> list[dict[str, str]]:
-    """Two documents per person (a biography and a prize notice), sharing names, cities and years."""
+def biographies(people: int = 12, seed: int = 13) -> list[dict[str, str]]:
+    """Two BEIR-style documents per person (a biography and a prize notice) sharing names, cities and years."""
     rng = random.Random(seed)
     documents = []
     for i in range(people):
@@ -43,7 +47,15 @@ def tiny_biographies(people: int = 12, seed: int = 13) -> list[dict[str, str]]:
     return documents
 
 
-def tiny_passages(people: int = 12, seed: int = 13) -> list[CorpusPassage]:
-    return [
-        CorpusPassage(i + 1, i + 1, f"{d['title']}\n{d['text']}") for i, d in enumerate(tiny_biographies(people, seed))
-    ]
+def passages_of(documents: list[dict[str, str]]) -> list[CorpusPassage]:
+    return [CorpusPassage(i + 1, i + 1, f"{d['title']}\n{d['text']}") for i, d in enumerate(documents)]
+
+
+@pytest.fixture
+def tiny_biographies() -> Callable[..., list[dict[str, str]]]:
+    return biographies
+
+
+@pytest.fixture
+def tiny_passages() -> Callable[..., list[CorpusPassage]]:
+    return lambda people=12, seed=13: passages_of(biographies(people, seed))
