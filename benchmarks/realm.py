@@ -37,7 +37,7 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from ferret.connectors.beir.loader import iter_corpus, load_qrels, load_queries
+    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
     from ferret.core.encoder.registry import base_model_path
     from ferret.core.realm.masking import CorpusPassage, SpanMasker, split_held_out
 
@@ -197,7 +197,7 @@ def _fuse(dense: dict[str, float], bm25: dict[str, float], k: int = 60) -> dict[
 
 
 def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> None:
-    from ferret.connectors.beir.loader import iter_corpus, load_qrels, load_queries
+    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
     from ferret.core.eval.bm25_baseline import BM25Baseline
     from ferret.core.eval.metrics import evaluate_run, recall_at_k
 

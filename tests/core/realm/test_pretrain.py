@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 from typer.testing import CliRunner
 
-from ferret.core.cli.main import app
+from ferret.cli.main import app
 from ferret.core.db.engine import session_scope
 from ferret.core.db.models import Job, JobState, ModelVersion
 from ferret.core.encoder.registry import base_model_path
