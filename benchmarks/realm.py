@@ -41,13 +41,17 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
     from ferret.core.encoder.registry import base_model_path
     from ferret.core.realm.masking import CorpusPassage, SpanMasker, split_held_out
 
-    docs = list(iter_corpus(dataset))[:max_docs]
+    docs = list(iter_corpus(dataset))
     passages = [CorpusPassage(i, i, f"{d.title}\n{d.text}".strip()) for i, d in enumerate(docs)]
+    # Sentences come from the first ``max_docs`` documents (spaCy is the slow part on 2 cores); a span must occur
+    # again in another document of the whole corpus, and training retrieves over the whole corpus.
+    masked_from = passages[:max_docs]
     started = time.perf_counter()
-    salient_masker = SpanMasker("salient")
-    salient = salient_masker.mask(passages, seed=seed)
+    masker = SpanMasker("salient")
+    sentences = masker.sentences(masked_from)
+    salient = masker.mask(masked_from, seed=seed, corpus=passages, sentences=sentences)
     mask_seconds = time.perf_counter() - started
-    random_span = SpanMasker("random_span", nlp=salient_masker.nlp).mask(passages, seed=seed)
+    random_span = SpanMasker("random_span", nlp=masker.nlp).mask(masked_from, seed=seed, sentences=sentences)
     queries, qrels = load_queries(dataset), load_qrels(dataset, split)
     query_ids = [q for q in qrels if q in queries]
     data: dict[str, Any] = {
@@ -56,6 +60,7 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
         "passages": [p.text for p in passages],
         "queries": {q: queries[q] for q in query_ids},
         "mask_seconds": round(mask_seconds, 1),
+        "masked_documents": len(masked_from),
     }
     for name, examples in (("salient", salient), ("random_span", random_span)):
         train, held = split_held_out(examples, 0.1, seed)
@@ -123,7 +128,9 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
     out.mkdir(parents=True, exist_ok=True)
     base = _fp32_copy(bundle / "model", out / "base_fp32")
     passages = [CorpusPassage(i, i, text) for i, text in enumerate(data["passages"])]
-    results: dict[str, Any] = {"device": torch.cuda.get_device_name() if device == "cuda" else platform.processor()}
+    results: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()})"
+    }
     results["runs"] = {"base": _dense_run(base, data, device)}
     results["realm"] = {}
 
@@ -132,7 +139,9 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
 
     ict_started = time.perf_counter()
     ict_model = SentenceTransformer(base, device=device, local_files_only=True)
-    report = ict_warmup(ict_model, passages, steps=max(steps // 2, 1), batch_size=64, seed=13)
+    report = ict_warmup(
+        ict_model, passages, steps=max(steps // 2, 1), batch_size=64 if device == "cuda" else 4, seed=13
+    )
     ict_dir = out / "ict"
     ict_model.save(str(ict_dir))
     results["ict"] = {**report.__dict__, "wall_s": round(time.perf_counter() - ict_started, 1)}
@@ -157,7 +166,7 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
             batch_size=batch_size,
             masking=cast(MaskingStrategy, masking),
             mlm_warmup_steps=max(steps // 2, 1),
-            warmup_batch_size=64,
+            warmup_batch_size=64 if device == "cuda" else 4,
             refresh_every=every,
             eval_every=max(steps // 10, 1),
             checkpoint_every=steps,

@@ -51,9 +51,9 @@ def test_pretrain_registers_a_guarded_model(
         assert [u["step"] for u in realm["utility"]] == [0, 1, 2]
         assert realm["k"] == 2 and realm["refreshes"] >= 1 and realm["failed_refreshes"] == 0
         assert realm["warmup"]["mlm"]["steps"] == 1
-        assert "passed" in model.metrics["guard"] and model.training_config["realm"]["masking"] == "salient"
+        assert "passed" in model.metrics["guard"] and (model.training_config or {})["realm"]["masking"] == "salient"
         job = session.scalar(select(Job).where(Job.kind == "realm_pretrain"))
-        assert job is not None and job.state == JobState.SUCCEEDED and job.result["model"] == "realm-bio"
+        assert job is not None and job.state == JobState.SUCCEEDED and (job.result or {})["model"] == "realm-bio"
     backend = EdgeIndexBackend(settings.qdrant_path)
     assert not [c for c in backend.list_collections() if "__realm" in c]  # internal versions are gone
     assert backend.resolve_alias("bio") is None  # the corpus's served alias was never touched
