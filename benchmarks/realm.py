@@ -37,8 +37,8 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
     from ferret.core.encoder.registry import base_model_path
+    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
     from ferret.core.realm.masking import CorpusPassage, SpanMasker, split_held_out
 
     docs = list(iter_corpus(dataset))
