@@ -17,8 +17,8 @@ from ferret.cli.api_commands import apikey_app, serve
 from ferret.cli.index_commands import index_app
 from ferret.cli.job_commands import jobs_app, worker
 from ferret.cli.pipeline_commands import pipeline_app
-from ferret.cli.realm_commands import realm_app
 from ferret.cli.quickstart import run_quickstart
+from ferret.cli.realm_commands import realm_app
 from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.cli.task_commands import task_app
 from ferret.core.corpus.ingest import Ingestor, IngestReport

@@ -10,8 +10,9 @@ from rich.table import Table
 from ferret.cli.render import console, progress_bar
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.engine import session_scope
-from ferret.core.db.job import get_job
+from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job, JobState
+from ferret.core.pipeline.realm.state import JOB_REALM
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.masking import MaskingStrategy
 from ferret.runtime.context import app_context
@@ -40,8 +41,6 @@ def pretrain(
     resume: Annotated[int | None, typer.Option(help="Resume a killed REALM job from its checkpoint.")] = None,
 ) -> None:
     """Pre-train the retriever on the corpus with REALM, register it as a model version and run the guard."""
-    from ferret.core.realm.job import create_realm_job, start_realm_job_in_thread
-
     config = RealmConfig(
         steps=steps,
         k=k,
@@ -57,13 +56,16 @@ def pretrain(
     ).validated()
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
-        job = create_realm_job(ctx.session, corpus_row, config, model_name=model_name, task=task, resume_from=resume)
+        job = ctx.jobs.start_realm_job(
+            ctx.session, corpus_row, config, model_name=model_name, task=task, resume_from=resume
+        )
         console.print(f"job {job.id}: REALM pre-training of {corpus_row.name} into model {job.params['model_name']}")
-        thread = start_realm_job_in_thread(ctx.session, ctx.settings, job)
-        with progress_bar() as bar:
+        if ctx.settings.broker_url:
+            console.print(f"queued on the gpu workers; follow it with `ferret realm status {job.id}`")
+            return
+        with progress_bar() as bar:  # embedded mode: the job runs in this process, so stay and show it
             bar_id = bar.add_task("starting", total=1.0)
-            while thread.is_alive():
-                thread.join(1.0)
+            while not ctx.jobs.wait(job.id, 1.0):
                 with session_scope(ctx.settings.database_url) as session:
                     row = get_job(session, job.id)
                     activity = str(row.counts.get("activity") or row.stage or "starting")
@@ -77,8 +79,6 @@ def status(
     job_id: Annotated[int | None, typer.Argument(help="A REALM job id; all recent ones if left out.")] = None,
 ) -> None:
     """REALM jobs with their progress, retrieval utility and guard verdict."""
-    from ferret.core.realm.job import realm_jobs
-
     with app_context() as ctx:
         if job_id is not None:
             _print_job(get_job(ctx.session, job_id))
@@ -86,7 +86,7 @@ def status(
         table = Table(title="REALM pre-training jobs")
         for column in ("id", "state", "progress", "model", "step", "staleness", "best RU", "error"):
             table.add_column(column)
-        for job in realm_jobs(ctx.session):
+        for job in [j for j in list_jobs(ctx.session, limit=200) if j.kind == JOB_REALM][:20]:
             result = job.result or {}
             best = result.get("best_utility")
             table.add_row(

@@ -1,4 +1,4 @@
-"""REALM pre-training of a corpus, end to end: mask → train (async refresh) → WiSE-FT → model version → guard.
+"""REALM pre-training of a corpus around the trainer: masked data, WiSE-FT and registration, the guard.
 
 The retriever that comes out is an ordinary Ferret dual encoder: it is registered as a model version (its
 configuration, retrieval-utility curve and index staleness stored beside it), and judged by the same promotion
@@ -11,32 +11,35 @@ candidate meets); otherwise the held-out sentences of REALM's own split as queri
 document, and the documents shown *without* those sentences (the Inverse Cloze Task's view: the retriever must
 find where a sentence came from without the sentence itself).
 
+The pipeline's stages (``ferret.core.pipeline.realm.stages``) call these in order.
+
 Example:
-    >>> summary = pretrain_corpus(session, settings, backend, corpus, RealmConfig(steps=200), model_name="realm-1",
-    ...                           run_key="job7")
+    >>> data = masked_data(corpus_passages(session, corpus), RealmConfig(), k=4)
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.db.document import iter_passages
 from ferret.core.db.index_version import active_index_version
-from ferret.core.db.model_version import find_model_version, get_model_version
+from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, ModelVersion
+from ferret.core.db.synthetic import latest_run
+from ferret.core.db.task import get_task
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import ConflictError
-from ferret.core.index.backend import IndexBackend
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.masking import CorpusPassage, MaskedSentence, SpanMasker, check_enough_passages, split_held_out
-from ferret.core.realm.refresh import QdrantRefreshStore
-from ferret.core.realm.trainer import Progress, RealmData, RealmResult, RealmTrainer
+from ferret.core.realm.trainer import RealmData, RealmResult
 from ferret.core.settings import FerretSettings
+from ferret.core.training.dual_encoder_trainer import average_with_base
 from ferret.core.training.guard import GuardEvidence, GuardReport, LabelledQuery, run_guard
+from ferret.core.training.guard_evidence import guard_evidence
 
 logger = logging.getLogger(__name__)
 
@@ -74,16 +77,12 @@ def sentence_evidence(session: Session, corpus: Corpus, held_out: list[MaskedSen
 
 
 def _task_evidence(session: Session, task_name: str) -> GuardEvidence:
-    from ferret.core.db.synthetic import latest_run
-    from ferret.core.db.task import get_task
-    from ferret.core.pipeline.stages import guard_evidence
-    from ferret.core.pipeline.state import PipelineConfig
-
     task = get_task(session, task_name)
     run = latest_run(session, task)
     if run is None:
         raise ConflictError(f"Task {task_name!r} has no generation run yet; run `ferret pipeline run` first.")
-    return guard_evidence(session, task, run, PipelineConfig())
+    defaults = PipelineConfig()
+    return guard_evidence(session, task, run, held_out_fraction=defaults.held_out_fraction, seed=defaults.seed)
 
 
 def register_realm_model(
@@ -98,8 +97,6 @@ def register_realm_model(
 ) -> ModelVersion:
     """WiSE-FT the best retriever (by RU) with the base model and register it; a redelivery finds its own row."""
     from sentence_transformers import SentenceTransformer
-
-    from ferret.core.training.dual_encoder_trainer import average_with_base
 
     existing = find_model_version(session, model_name)
     if existing is not None:
@@ -141,54 +138,3 @@ def guard_realm_model(
     model.metrics = {**model.metrics, "guard": report.as_dict(), "reference_model": reference.name}
     session.commit()
     return report
-
-
-def pretrain_corpus(
-    session: Session,
-    settings: FerretSettings,
-    backend: IndexBackend,
-    corpus: Corpus,
-    config: RealmConfig,
-    *,
-    model_name: str,
-    run_key: str,
-    task: str | None = None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """The whole run; a second call with the same ``run_key`` resumes from the last checkpoint."""
-    import torch
-
-    registry = ModelRegistry(session, settings)
-    base = registry.ensure_base()
-    session.commit()
-    done = find_model_version(session, model_name)
-    device = config.device or settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    config = RealmConfig.from_json({**config.to_json(), "device": device})
-    passages = corpus_passages(session, corpus)
-    data = masked_data(passages, config, config.resolved_k(device))
-    session.commit()  # nothing stays locked while training runs
-    if done is None or (done.training_config or {}).get("realm_key") != run_key:
-        store = QdrantRefreshStore(backend, corpus.name, run=run_key, corpus_id=corpus.id)
-        run_dir = settings.home / "realm" / run_key
-        trainer = RealmTrainer(config, base.path, data, store, run_dir, **({"progress": progress} if progress else {}))
-        result = trainer.run()
-        model = register_realm_model(
-            session, settings, result, config, model_name=model_name, run_key=run_key, corpus=corpus
-        )
-    model = get_model_version(session, model_name)
-    guard = model.metrics.get("guard")
-    if guard is None:
-        guard = guard_realm_model(session, settings, model, corpus, data.held_out, task=task).as_dict()
-    realm = dict(model.metrics.get("realm", {}))
-    return {
-        "model": model.name,
-        "best_step": realm.get("best_step"),
-        "best_utility": realm.get("best_utility"),
-        "utility": realm.get("utility", []),
-        "staleness_mean": realm.get("staleness_mean"),
-        "refreshes": realm.get("refreshes"),
-        "failed_refreshes": realm.get("failed_refreshes"),
-        "warmup": realm.get("warmup", {}),
-        "sentences": {"train": len(data.train), "held_out": len(data.held_out)},
-        "guard": {"passed": guard["passed"], "reason": guard["reason"]},
-    }

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ferret.core.errors import InvalidInputError
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.ict import ict_warmup
 from ferret.core.realm.masking import CorpusPassage, MaskedSentence, check_enough_passages
@@ -253,8 +254,6 @@ class RealmTrainer:
         train = encoded(self.data.train)
         held_out = encoded(self.data.held_out[: config.max_held_out])
         if not train or not held_out:
-            from ferret.core.errors import InvalidInputError
-
             raise InvalidInputError("Too few masked sentences to train and measure REALM; ingest more documents.")
         refresher = IndexRefresher(
             self.store,
