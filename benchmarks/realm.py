@@ -207,14 +207,14 @@ def _fuse(dense: dict[str, float], bm25: dict[str, float], k: int = 60) -> dict[
 
 def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> None:
     from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
-    from ferret.core.eval.bm25_baseline import BM25Baseline
+    from ferret.core.search.bm25_ranker import BM25Ranker
     from ferret.core.eval.metrics import evaluate_run, recall_at_k
 
     results = json.loads(results_path.read_text())
     qrels = load_qrels(dataset, split)
     queries = load_queries(dataset)
     query_ids = [q for q in qrels if q in queries]
-    bm25 = BM25Baseline({d.doc_id: (d.title, d.text) for d in iter_corpus(dataset)})
+    bm25 = BM25Ranker({d.doc_id: (d.title, d.text) for d in iter_corpus(dataset)})
     bm25_run = dict(zip(query_ids, bm25.search([queries[q] for q in query_ids], k=100), strict=True))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"REALM benchmark, {dataset.name} ({split}), commit {commit}, trained on: {results['device']}")
