@@ -59,7 +59,7 @@ class KnowledgeAugmentedEncoder:
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the "newly initialized cls.predictions" warning is expected here
         try:
-            model = BertForMaskedLM.from_pretrained(  # type: ignore[arg-type]
+            model: Any = BertForMaskedLM.from_pretrained(
                 str(base_path), local_files_only=True, tie_word_embeddings=True
             )
         finally:
