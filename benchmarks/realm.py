@@ -207,8 +207,8 @@ def _fuse(dense: dict[str, float], bm25: dict[str, float], k: int = 60) -> dict[
 
 def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> None:
     from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
-    from ferret.core.search.bm25_ranker import BM25Ranker
     from ferret.core.eval.metrics import evaluate_run, recall_at_k
+    from ferret.core.search.bm25_ranker import BM25Ranker
 
     results = json.loads(results_path.read_text())
     qrels = load_qrels(dataset, split)
