@@ -119,19 +119,18 @@ class KnowledgeAugmentedEncoder:
         candidates = len(passages[0])
         batch = self._pair_batch(inputs, passages)
         hidden = self.model.bert(**batch).last_hidden_state
-        rows, positions, labels, owners = [], [], [], []
+        rows, positions, labels = [], [], []  # one entry per (sequence, masked position)
         for b, masked in enumerate(inputs):
             for c in range(candidates):
                 for position, label in masked.targets:
                     rows.append(b * candidates + c)
                     positions.append(position)
                     labels.append(label)
-                    owners.append(b * candidates + c)
         selected = hidden[torch.tensor(rows, device=hidden.device), torch.tensor(positions, device=hidden.device)]
         log_probs = torch.log_softmax(self.model.cls(selected).float(), dim=-1)
         token_ll = log_probs.gather(1, torch.tensor(labels, device=hidden.device)[:, None]).squeeze(1)
         total = token_ll.new_zeros(len(inputs) * candidates)
-        total = total.index_add(0, torch.tensor(owners, device=hidden.device), token_ll)
+        total = total.index_add(0, torch.tensor(rows, device=hidden.device), token_ll)
         return total.view(len(inputs), candidates)
 
 
