@@ -287,7 +287,8 @@ class RealmTrainer:
             self.progress("building the first index", 0.0, {})
             refresher.build_now(retriever.doc_snapshot(), start)
             if start == 0:
-                checkpoint(0)  # the warm-ups are not repeated after a kill
+                if saved.get("warmup"):
+                    checkpoint(0)  # the warm-ups are not repeated after a kill
                 measure(0)
             for step in range(start, config.steps):
                 rng = random.Random(config.seed * 1_000_003 + step)  # the same batches after a resume
