@@ -275,6 +275,9 @@ class PipelineConfigIn(ApiRequest):
     base_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     hard_negatives: Literal["none", "bm25"] = "none"
     cropping_warmup_steps: int = Field(default=0, ge=0, le=100_000)
+    init: str | None = Field(
+        default=None, pattern=r"^realm:.+$", max_length=140, description="realm:<model>: start from a REALM model."
+    )
     promote: Literal["auto", "force", "never"] = "auto"
     model_name: str | None = Field(default=None, min_length=1, max_length=128)
     seed: int = Field(default=13, ge=0, le=2**31 - 1)

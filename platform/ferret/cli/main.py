@@ -18,6 +18,7 @@ from ferret.cli.index_commands import index_app
 from ferret.cli.job_commands import jobs_app, worker
 from ferret.cli.pipeline_commands import pipeline_app
 from ferret.cli.quickstart import run_quickstart
+from ferret.cli.realm_commands import realm_app
 from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.cli.source_commands import source_app
 from ferret.cli.task_commands import task_app
@@ -53,6 +54,7 @@ app.add_typer(index_app, name="index")
 app.add_typer(jobs_app, name="jobs")
 app.command()(worker)
 app.add_typer(pipeline_app, name="pipeline")
+app.add_typer(realm_app, name="realm")
 app.add_typer(task_app, name="task")
 app.add_typer(apikey_app, name="apikey")
 app.add_typer(source_app, name="source")

@@ -41,6 +41,9 @@ def run(
     ] = _DEFAULTS.hard_negatives,
     promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = _DEFAULTS.promote,
     model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
+    init: Annotated[
+        str | None, typer.Option(help="realm:<model>: start from a REALM-pre-trained model instead of the base.")
+    ] = None,
     queue: Annotated[
         bool, typer.Option("--async", help="Queue it for the workers (needs FERRET_BROKER_URL) and return at once.")
     ] = False,
@@ -57,6 +60,7 @@ def run(
         base_weight=base_weight,
         promote=cast(Literal["auto", "force", "never"], promote),
         model_name=model_name,
+        init=init,
     ).validated()  # one clear sentence for a bad value, before any work
     with app_context() as ctx:
         task_row = get_task(ctx.session, task)

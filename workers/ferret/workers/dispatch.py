@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -32,6 +33,9 @@ from ferret.core.jobs.runner import run_job
 from ferret.core.pipeline.declaration import Pipeline
 from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
+from ferret.core.pipeline.realm.stages import REALM
+from ferret.core.pipeline.realm.state import RealmState, resumed_state
+from ferret.core.realm.config import RealmConfig
 from ferret.core.settings import FerretSettings
 from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, task_id
 
@@ -79,6 +83,29 @@ def start_ingest_job(
     job = create_job(session, INGEST.kind, corpus_id=corpus.id, params=params)
     payload = {"job_id": job.id, "corpus": corpus.name, **params}
     return _start(session, settings, job, INGEST, payload)
+
+
+def start_realm_job(
+    session: Session,
+    settings: FerretSettings,
+    corpus: Corpus,
+    config: RealmConfig,
+    *,
+    model_name: str | None = None,
+    task: str | None = None,
+    resume_from: int | None = None,
+) -> Job:
+    """Queue REALM pre-training of ``corpus`` (gpu queue: pretrain, guard); commits the session."""
+    if resume_from is not None:
+        state = resumed_state(session, resume_from, corpus)
+    else:
+        state = RealmState.start(corpus, config, model_name=model_name, task=task)
+        if find_model_version(session, state.model_name) is not None:
+            raise ConflictError(f"Model version {state.model_name!r} already exists; choose another model name.")
+    job = create_job(session, REALM.kind, corpus_id=corpus.id)
+    state = replace(state, job_id=job.id)
+    job.params = {"model_name": state.model_name, "resumed_from": resume_from, "state": state.to_json()}
+    return _start(session, settings, job, REALM, state.to_json())
 
 
 def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
@@ -193,6 +220,20 @@ class Dispatcher(JobQueue):
         self, session: Session, corpus: Corpus, kind: str, config: dict[str, Any], *, incremental: bool = False
     ) -> Job:
         return start_ingest_job(session, self.settings, corpus, kind, config, incremental=incremental)
+
+    def start_realm_job(
+        self,
+        session: Session,
+        corpus: Corpus,
+        config: RealmConfig,
+        *,
+        model_name: str | None = None,
+        task: str | None = None,
+        resume_from: int | None = None,
+    ) -> Job:
+        return start_realm_job(
+            session, self.settings, corpus, config, model_name=model_name, task=task, resume_from=resume_from
+        )
 
     def cancel_job(self, session: Session, job_id: int) -> Job:
         return cancel_job(session, self.settings, job_id)

@@ -12,8 +12,11 @@ from ferret.core.errors import InvalidInputError
 from ferret.core.jobs.corpus_jobs import INDEX_BUILD, INGEST
 from ferret.core.pipeline.declaration import Pipeline
 from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
+from ferret.core.pipeline.realm.stages import REALM
 
-JOB_KINDS: dict[str, Pipeline[Any]] = {pipeline.kind: pipeline for pipeline in (PROMPTAGATOR, INGEST, INDEX_BUILD)}
+JOB_KINDS: dict[str, Pipeline[Any]] = {
+    pipeline.kind: pipeline for pipeline in (PROMPTAGATOR, REALM, INGEST, INDEX_BUILD)
+}
 
 
 def pipeline_of(kind: str) -> Pipeline[Any]:

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Job, RetrievalTask
 from ferret.core.pipeline.promptagator.state import PipelineConfig
+from ferret.core.realm.config import RealmConfig
 
 
 class JobQueue(ABC):
@@ -37,6 +38,19 @@ class JobQueue(ABC):
         self, session: Session, corpus: Corpus, kind: str, config: dict[str, Any], *, incremental: bool = False
     ) -> Job:
         """Queue an ingest of one source (connector ``kind`` with its JSON ``config``) into ``corpus``."""
+
+    @abstractmethod
+    def start_realm_job(
+        self,
+        session: Session,
+        corpus: Corpus,
+        config: RealmConfig,
+        *,
+        model_name: str | None = None,
+        task: str | None = None,
+        resume_from: int | None = None,
+    ) -> Job:
+        """Queue REALM pre-training of ``corpus``; ``resume_from`` continues a killed REALM job from its checkpoint."""
 
     @abstractmethod
     def cancel_job(self, session: Session, job_id: int) -> Job:

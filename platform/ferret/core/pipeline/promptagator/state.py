@@ -49,6 +49,9 @@ class PipelineConfig:
     """BM25 hard negatives: each pair also gets a high BM25 passage that is not its own document."""
     cropping_warmup_steps: int = 0
     """Label-free warm-up steps on independent-cropping pairs of the corpus (Contriever) before training."""
+    init: str | None = None
+    """``realm:<model>``: fine-tune a REALM-pre-trained model version (``ferret realm pretrain``) instead of the base
+    model; it is also the model WiSE-FT averages with."""
     promote: PromoteMode = "auto"
     model_name: str | None = None
     seed: int = 13
@@ -77,11 +80,18 @@ class PipelineConfig:
             raise InvalidInputError("The round-trip K must be at least 1.")
         if self.cropping_warmup_steps < 0:
             raise InvalidInputError("The cropping warm-up steps must be at least 0.")
+        if self.init is not None and (not self.init.startswith("realm:") or not self.init[len("realm:") :]):
+            raise InvalidInputError(f"--init must be realm:<model version>, not {self.init!r}.")
         for name in ("max_steps", "batch_size", "max_documents"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise InvalidInputError(f"{name.replace('_', ' ').capitalize()} must be at least 1.")
         return self
+
+    @property
+    def init_model(self) -> str | None:
+        """The model version named by ``init`` (``realm:<model>``), or None for the base model."""
+        return self.init[len("realm:") :] if self.init else None
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,304 @@
+"""REALM pre-training on a BEIR dataset: retrieval utility over training, zero-shot Recall@5, dense and hybrid
+nDCG@10 for base, ICT and REALM, and the paper's two ablations (salient vs random-span masking; refresh every N
+steps vs a 30× staler index).
+
+Three steps, because the GPU machine has no spaCy, no Qdrant and no network (MODELS.md, "The GPU machine"):
+
+    # here (CPU): mask with spaCy, write a bundle (passages, masked sentences, queries, qrels, MiniLM in fp16)
+    python benchmarks/realm.py prepare --dataset ../shared/datasets/scifact --bundle /tmp/realm-bundle
+    # there (or here, slowly): ICT + REALM runs, exact MIPS over an in-memory passage matrix (MatrixRefreshStore)
+    python benchmarks/realm.py train --bundle /tmp/realm-bundle --out /tmp/realm-out --steps 300
+    # here: BM25 (bm25s) for the hybrid rows, metrics, tables, the RU curve as a PNG if matplotlib is installed
+    python benchmarks/realm.py report --dataset ../shared/datasets/scifact --results /tmp/realm-out/results.json
+
+``train`` uses the same trainer as ``ferret realm pretrain`` (``ferret.core.realm.trainer``); only the refresh
+store differs (exact inner products over a matrix instead of internal Qdrant collections). A document is one
+passage here (title + abstract, cut at 256 wordpieces), as in EVALUATION.md's reference rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, cast
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+# -- prepare (CPU, spaCy) ---------------------------------------------------------------------------------------
+def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed: int) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from ferret.core.encoder.registry import base_model_path
+    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
+    from ferret.core.realm.masking import CorpusPassage, SpanMasker, split_held_out
+
+    docs = list(iter_corpus(dataset))
+    passages = [CorpusPassage(i, i, f"{d.title}\n{d.text}".strip()) for i, d in enumerate(docs)]
+    # Sentences come from the first ``max_docs`` documents (spaCy is the slow part on 2 cores); a span must occur
+    # again in another document of the whole corpus, and training retrieves over the whole corpus.
+    masked_from = passages[:max_docs]
+    started = time.perf_counter()
+    masker = SpanMasker("salient")
+    sentences = masker.sentences(masked_from)
+    salient = masker.mask(masked_from, seed=seed, corpus=passages, sentences=sentences)
+    mask_seconds = time.perf_counter() - started
+    random_span = SpanMasker("random_span", nlp=masker.nlp).mask(masked_from, seed=seed, sentences=sentences)
+    queries, qrels = load_queries(dataset), load_qrels(dataset, split)
+    query_ids = [q for q in qrels if q in queries]
+    data: dict[str, Any] = {
+        "dataset": dataset.name,
+        "doc_ids": [d.doc_id for d in docs],
+        "passages": [p.text for p in passages],
+        "queries": {q: queries[q] for q in query_ids},
+        "mask_seconds": round(mask_seconds, 1),
+        "masked_documents": len(masked_from),
+    }
+    for name, examples in (("salient", salient), ("random_span", random_span)):
+        train, held = split_held_out(examples, 0.1, seed)
+        data[name] = {"train": [e.to_json() for e in train], "held_out": [e.to_json() for e in held]}
+    bundle.mkdir(parents=True, exist_ok=True)
+    with gzip.open(bundle / "data.json.gz", "wt") as handle:
+        json.dump(data, handle)
+    model = SentenceTransformer(str(base_model_path()), device="cpu", local_files_only=True)
+    model.to(torch.float16).save(str(bundle / "model"))
+    print(
+        f"{len(passages)} passages; salient sentences {len(salient)} (masked in {mask_seconds:.0f} s), "
+        f"random-span sentences {len(random_span)}; bundle {bundle}"
+    )
+
+
+# -- train (GPU or CPU, plain torch, no spaCy / Qdrant) -----------------------------------------------------------
+def _dense_run(model_path: str, data: dict[str, Any], device: str) -> dict[str, dict[str, float]]:
+    """Top 100 documents of each query by exact inner product (whole documents, 256 wordpieces)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(model_path, device=device, local_files_only=True)
+    if device.startswith("cuda"):
+        model.half()
+    model.max_seq_length = 256
+    docs = model.encode(data["passages"], batch_size=256, normalize_embeddings=True, convert_to_numpy=True)
+    query_ids = list(data["queries"])
+    queries = model.encode([data["queries"][q] for q in query_ids], normalize_embeddings=True, convert_to_numpy=True)
+    scores = np.asarray(queries, dtype=np.float32) @ np.asarray(docs, dtype=np.float32).T
+    del model
+    torch.cuda.empty_cache() if device.startswith("cuda") else None
+    run = {}
+    for row, qid in enumerate(query_ids):
+        top = np.argsort(-scores[row])[:100]
+        run[qid] = {data["doc_ids"][i]: round(float(scores[row, i]), 5) for i in top}
+    return run
+
+
+def _fp32_copy(source: Path, target: Path) -> str:
+    """The bundle's fp16 model as fp32 for training (fp16 master weights do not train)."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    if not target.exists():
+        SentenceTransformer(str(source), device="cpu", local_files_only=True).to(torch.float32).save(str(target))
+    return str(target)
+
+
+def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: int, budget_s: float) -> None:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from ferret.core.realm.config import RealmConfig
+    from ferret.core.realm.ict import ict_warmup
+    from ferret.core.realm.masking import CorpusPassage, MaskedSentence, MaskingStrategy
+    from ferret.core.realm.refresh import MatrixRefreshStore
+    from ferret.core.realm.trainer import RealmData, RealmTrainer
+    from ferret.core.training.dual_encoder_trainer import average_with_base
+
+    started = time.perf_counter()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with gzip.open(bundle / "data.json.gz", "rt") as handle:
+        data = json.load(handle)
+    out.mkdir(parents=True, exist_ok=True)
+    base = _fp32_copy(bundle / "model", out / "base_fp32")
+    passages = [CorpusPassage(i, i, text) for i, text in enumerate(data["passages"])]
+    results: dict[str, Any] = {
+        "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()})"
+    }
+    results["runs"] = {"base": _dense_run(base, data, device)}
+    results["realm"] = {}
+
+    def save() -> None:
+        (out / "results.json").write_text(json.dumps(results))
+
+    ict_started = time.perf_counter()
+    ict_model = SentenceTransformer(base, device=device, local_files_only=True)
+    report = ict_warmup(
+        ict_model, passages, steps=max(steps // 2, 1), batch_size=64 if device == "cuda" else 4, seed=13
+    )
+    ict_dir = out / "ict"
+    ict_model.save(str(ict_dir))
+    results["ict"] = {**report.__dict__, "wall_s": round(time.perf_counter() - ict_started, 1)}
+    results["runs"]["ict"] = _dense_run(str(ict_dir), data, device)
+    save()
+    variants = [
+        ("realm", "salient", refresh_every),
+        ("realm_random_span", "random_span", refresh_every),
+        ("realm_stale_30x", "salient", refresh_every * 30),
+    ]
+    for name, masking, every in variants:
+        if time.perf_counter() - started > budget_s:
+            results["realm"][name] = {"skipped": "time budget"}
+            continue
+        run_started = time.perf_counter()
+        sentences = {
+            split: [MaskedSentence.from_json(e) for e in data[masking][split]] for split in ("train", "held_out")
+        }
+        config = RealmConfig(
+            steps=steps,
+            k=8 if device == "cuda" else 4,
+            batch_size=batch_size,
+            masking=cast(MaskingStrategy, masking),
+            mlm_warmup_steps=max(steps // 2, 1),
+            warmup_batch_size=64 if device == "cuda" else 4,
+            refresh_every=every,
+            eval_every=max(steps // 10, 1),
+            checkpoint_every=steps,
+            max_held_out=256,
+            device=device,
+        )
+        trainer = RealmTrainer(
+            config,
+            str(ict_dir),
+            RealmData(passages, sentences["train"], sentences["held_out"]),
+            MatrixRefreshStore(),
+            out / f"run_{name}",
+        )
+        result = trainer.run()
+        model = SentenceTransformer(result.best_dir, device=device, local_files_only=True)
+        average_with_base(model, base, 0.5)
+        wise_dir = out / f"{name}_wise"
+        model.save(str(wise_dir))
+        results["realm"][name] = {**result.as_dict(), "wall_s": round(time.perf_counter() - run_started, 1)}
+        results["runs"][name] = _dense_run(str(wise_dir), data, device)
+        if name == "realm":
+            results["runs"]["realm_no_wise"] = _dense_run(result.best_dir, data, device)
+        save()
+    results["wall_s"] = round(time.perf_counter() - started, 1)
+    save()
+    print(json.dumps({k: v for k, v in results.items() if k != "runs"}, default=str)[:6000])
+
+
+# -- report (CPU: BM25, metrics, tables, PNG) ----------------------------------------------------------------------
+def _fuse(dense: dict[str, float], bm25: dict[str, float], k: int = 60) -> dict[str, float]:
+    """Reciprocal rank fusion, as the platform's hybrid mode does inside Qdrant (k=60)."""
+    fused: dict[str, float] = {}
+    for ranking in (dense, bm25):
+        for rank, doc_id in enumerate(sorted(ranking, key=lambda d: -ranking[d])):
+            fused[doc_id] = fused.get(doc_id, 0.0) + 1.0 / (k + rank + 1)
+    return fused
+
+
+def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> None:
+    from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
+    from ferret.core.eval.metrics import evaluate_run, recall_at_k
+    from ferret.core.search.bm25_ranker import BM25Ranker
+
+    results = json.loads(results_path.read_text())
+    qrels = load_qrels(dataset, split)
+    queries = load_queries(dataset)
+    query_ids = [q for q in qrels if q in queries]
+    bm25 = BM25Ranker({d.doc_id: (d.title, d.text) for d in iter_corpus(dataset)})
+    bm25_run = dict(zip(query_ids, bm25.search([queries[q] for q in query_ids], k=100), strict=True))
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"REALM benchmark, {dataset.name} ({split}), commit {commit}, trained on: {results['device']}")
+    print(f"{'model':<22} {'dense nDCG@10':>13} {'hybrid nDCG@10':>14} {'Recall@5':>9}")
+    bm25_scores = evaluate_run(bm25_run, qrels)
+    print(f"{'bm25s':<22} {bm25_scores['ndcg@10']:>13.1f} {'':>14} {'':>9}")
+    for name, run in results["runs"].items():
+        dense = evaluate_run(run, qrels)["ndcg@10"]
+        hybrid = evaluate_run({q: _fuse(run.get(q, {}), bm25_run.get(q, {})) for q in query_ids}, qrels)["ndcg@10"]
+        recall5 = [
+            recall_at_k(sorted(run.get(q, {}), key=lambda d: -run[q][d]), qrels[q], 5)
+            for q in query_ids
+            if any(r > 0 for r in qrels[q].values())
+        ]
+        print(f"{name:<22} {dense:>13.1f} {hybrid:>14.1f} {100 * sum(recall5) / len(recall5):>9.1f}")
+    if "ict" in results:
+        ict = results["ict"]
+        print(
+            f"ICT warm start: {ict['steps']} steps in {ict['wall_s']} s, "
+            f"loss {ict['first_loss']:.2f} → {ict['last_loss']:.2f}"
+        )
+    print("\nretrieval utility (held-out, top passage vs null, nats per masked wordpiece) over training")
+    for name, run in results["realm"].items():
+        if "skipped" in run:
+            print(f"{name}: skipped ({run['skipped']})")
+            continue
+        curve = ", ".join(f"{u['step']}:{u['retrieval_utility']:+.3f}" for u in run["utility"])
+        mlm = run["warmup"].get("mlm", {})
+        print(
+            f"{name}: best RU {run['best_utility']:+.3f} at step {run['best_step']}; staleness mean "
+            f"{run['staleness_mean']:.1f} max {run['staleness_max']} steps; refreshes {run['refreshes']} "
+            f"(failed {run['failed_refreshes']}); {run['wall_s']} s; MLM warm-up {mlm.get('steps')} steps "
+            f"{mlm.get('seconds', 0):.0f} s loss {mlm.get('first_loss', 0):.2f} → {mlm.get('last_loss', 0):.2f}"
+        )
+        print(f"  RU by step: {curve}")
+    if png is None:
+        return
+    try:
+        import matplotlib  # type: ignore[import-not-found]
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found]
+    except ImportError:
+        print("matplotlib is not installed: no PNG of the RU curve")
+        return
+    for name, run in results["realm"].items():
+        if "utility" in run:
+            plt.plot([u["step"] for u in run["utility"]], [u["retrieval_utility"] for u in run["utility"]], label=name)
+    plt.xlabel("step")
+    plt.ylabel("RU (nats / masked wordpiece)")
+    plt.legend()
+    plt.savefig(png)
+    print(f"RU curve: {png}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--dataset", type=Path, required=True)
+    p.add_argument("--bundle", type=Path, required=True)
+    p.add_argument("--split", default="test")
+    p.add_argument("--max-docs", type=int, default=None)
+    p.add_argument("--seed", type=int, default=13)
+    t = sub.add_parser("train")
+    t.add_argument("--bundle", type=Path, required=True)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--steps", type=int, default=300)
+    t.add_argument("--refresh-every", type=int, default=10)
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--budget-s", type=float, default=420.0, help="start no new REALM run after this many seconds")
+    r = sub.add_parser("report")
+    r.add_argument("--dataset", type=Path, required=True)
+    r.add_argument("--results", type=Path, required=True)
+    r.add_argument("--split", default="test")
+    r.add_argument("--png", type=Path, default=None)
+    args = parser.parse_args()
+    if args.command == "prepare":
+        prepare(args.dataset, args.bundle, args.split, args.max_docs, args.seed)
+    elif args.command == "train":
+        train(args.bundle, args.out, args.steps, args.refresh_every, args.batch_size, args.budget_s)
+    else:
+        report(args.dataset, args.results, args.split, args.png)
+
+
+if __name__ == "__main__":
+    main()
