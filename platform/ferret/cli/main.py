@@ -20,6 +20,7 @@ from ferret.cli.pipeline_commands import pipeline_app
 from ferret.cli.quickstart import run_quickstart
 from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.cli.task_commands import task_app
+from ferret.cli.ui_commands import admin, tui
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db import migrate
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
@@ -54,6 +55,8 @@ app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(task_app, name="task")
 app.add_typer(apikey_app, name="apikey")
 app.command()(serve)
+app.command()(tui)
+app.command()(admin)
 
 
 @db_app.command("upgrade")
