@@ -104,7 +104,7 @@ def running_api(populated_home: Path) -> Iterator[RunningApi]:
     """The real HTTP API (``create_app`` under uvicorn) on a free loopback port, over ``populated_home``."""
     import uvicorn
 
-    from ferret.core.api.app import create_app
+    from ferret.api.app import create_app
     from ferret.core.settings import get_settings
 
     with open_context() as context:

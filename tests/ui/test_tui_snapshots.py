@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("pytest_textual_snapshot", reason="snapshot tests need pytest-textual-snapshot (dev extra)")
 
 from textual.pilot import Pilot
+from textual.widgets import Input
 
 from ferret.ui.tui.app import FerretSearchApp
 from ferret.ui.tui.search_client import LocalSearchClient
@@ -26,6 +27,7 @@ def typed(text: str, *keys: str) -> Callable[[Pilot[None]], Any]:
     """A ``run_before`` that types ``text``, waits for the debounced search, then presses ``keys``."""
 
     async def run(pilot: Pilot[None]) -> None:
+        pilot.app.query_one(Input).cursor_blink = False  # a blinking cursor would make the snapshot flaky
         await pilot.pause()
         await pilot.press(*text)
         await pilot.pause(0.4)

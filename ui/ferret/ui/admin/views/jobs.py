@@ -25,18 +25,14 @@ DEFAULTS = PipelineConfig()
 
 
 def launch(task_name: str, config: PipelineConfig) -> str:
-    from ferret.workers.dispatch import start_pipeline_job
-
     with open_context() as context:
-        job = start_pipeline_job(context.session, context.settings, get_task(context.session, task_name), config)
+        job = context.jobs.start_pipeline_job(context.session, get_task(context.session, task_name), config)
         return f"Job {job.id} started: pipeline of task {task_name}."
 
 
 def cancel(job_id: int) -> str:
-    from ferret.workers.dispatch import cancel_job
-
     with open_context() as context:
-        job = cancel_job(context.session, context.settings, job_id)
+        job = context.jobs.cancel_job(context.session, job_id)
         if job.state == JobState.CANCELLED:
             return f"Job {job.id} cancelled."
         return f"Job {job.id}: cancel requested; it stops at its next progress report."
