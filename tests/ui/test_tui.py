@@ -13,9 +13,9 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
 from ferret.core.db.api_key import revoke_api_key
+from ferret.ui.query_terms import query_terms
 from ferret.ui.runtime import open_context
 from ferret.ui.tui.app import FerretSearchApp
-from ferret.ui.query_terms import query_terms
 from ferret.ui.tui.highlight import snippet_text
 from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen, HelpScreen
 from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient

@@ -30,6 +30,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 NOTICE_KEY = "ferret_admin_notice"
+EVALUATION_RESULTS_KEY = "evaluation_results"
+"""The last labelled-set evaluation of this browser session (Evaluation page)."""
 logger = logging.getLogger("ferret.ui.admin")
 
 
@@ -48,7 +50,7 @@ def run_action(action: Callable[[], str]) -> None:
     """Button callback: runs before the page reruns, so the rerun shows the new state and the outcome."""
     try:
         st.session_state[NOTICE_KEY] = ("success", action())
-    except Exception as error:  # noqa: BLE001 - every failure becomes one sentence on the page
+    except Exception as error:
         st.session_state[NOTICE_KEY] = ("error", sentence(error))
 
 
@@ -72,7 +74,7 @@ def page_context() -> Iterator[AppContext]:
     try:
         with open_context() as context:
             yield context
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         if type(error).__name__ in ("StopException", "RerunException"):
             raise
         st.error(sentence(error))
@@ -83,7 +85,7 @@ def attempt(action: Callable[[], Any]) -> Any:
     """Run ``action`` inline; on failure show its sentence and return None."""
     try:
         return action()
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         if type(error).__name__ in ("StopException", "RerunException"):
             raise
         st.error(sentence(error))

@@ -4,32 +4,17 @@ the base model and trained ones, with per-query wins and losses."""
 
 from __future__ import annotations
 
-import tempfile
 from functools import partial
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
-from ferret.core.db.corpus import get_corpus, list_corpora
+from ferret.core.db.corpus import list_corpora
 from ferret.core.db.model_version import list_model_versions
-from ferret.core.errors import InvalidInputError
-from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.ui.admin.common import attempt, page_context, run_action, show_notice, when
+from ferret.ui.admin.actions import collect_versions, evaluate_upload
+from ferret.ui.admin.common import EVALUATION_RESULTS_KEY, attempt, page_context, run_action, show_notice, when
 from ferret.ui.admin.index_actions import promote_index_version, roll_back_corpus
 from ferret.ui.admin.overview import load_overview
-from ferret.ui.runtime import open_context
-
-RESULTS_KEY = "evaluation_results"
-
-
-def collect_versions(corpus_name: str) -> str:
-    with open_context() as context:
-        corpus = get_corpus(context.session, corpus_name)
-        retired = VersionedCollection(context.session, context.settings, context.backend, corpus).collect()
-        names = ", ".join(f"v{v.version}" for v in retired) or "nothing"
-        return f"{corpus_name}: collected {names} (keeping the newest {context.settings.keep_index_versions})."
 
 
 def guard_rows(models: list[Any]) -> list[dict[str, Any]]:
@@ -107,48 +92,6 @@ def _versions_section(context: Any) -> None:
         )
 
 
-def write_dataset(folder: Path, corpus: bytes, queries: bytes, qrels: bytes, split: str) -> Path:
-    """The uploaded files in the BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."""
-    if not split.isidentifier():
-        raise InvalidInputError(f"The split {split!r} must be a plain name such as test or dev.")
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    (folder / "corpus.jsonl").write_bytes(corpus)
-    (folder / "queries.jsonl").write_bytes(queries)
-    (folder / "qrels" / f"{split}.tsv").write_bytes(qrels)
-    return folder
-
-
-def evaluate_upload(name: str, files: dict[str, bytes], split: str, models: list[str]) -> dict[str, Any]:
-    """``evaluate_dataset`` (as ``ferret eval``) on the upload, then the per-query scores of the first two models."""
-    from ferret.core.db.corpus import validate_corpus_name
-    from ferret.core.eval.evaluate import evaluate_dataset
-    from ferret.core.eval.per_query import per_query_ndcg
-
-    corpus_name = validate_corpus_name(f"eval-{name}")
-    if not models:
-        raise InvalidInputError("Choose at least one model version to evaluate.")
-    with tempfile.TemporaryDirectory(prefix="ferret-eval-") as scratch, open_context() as context:
-        dataset = write_dataset(Path(scratch) / name, files["corpus"], files["queries"], files["qrels"], split)
-        rows = evaluate_dataset(
-            context.session,
-            context.settings,
-            context.backend,
-            dataset,
-            connectors=context.connectors,
-            split=split,
-            models=models,
-            modes=("dense", "hybrid"),
-            corpus_name=corpus_name,
-        )
-        queries, per_query = per_query_ndcg(
-            context.session, context.settings, context.backend, dataset, models=models, corpus_name=corpus_name, split=split
-        )
-    table = [
-        {"system": row.system if row.model is None else f"{row.model} ({row.mode})", **row.metrics} for row in rows
-    ]
-    return {"table": table, "queries": queries, "per_query": per_query}
-
-
 def _upload_section(context: Any) -> None:
     st.subheader("Evaluate on a labelled set (BEIR layout)")
     models = [model.name for model in list_model_versions(context.session)]
@@ -171,8 +114,8 @@ def _upload_section(context: Any) -> None:
                 with st.spinner("Indexing and evaluating…"):
                     result = attempt(lambda: evaluate_upload(name.strip().lower(), files, split.strip(), chosen))
                 if result is not None:
-                    st.session_state[RESULTS_KEY] = result
-    result = st.session_state.get(RESULTS_KEY)
+                    st.session_state[EVALUATION_RESULTS_KEY] = result
+    result = st.session_state.get(EVALUATION_RESULTS_KEY)
     if result is not None:
         _results(result)
 
@@ -180,20 +123,28 @@ def _upload_section(context: Any) -> None:
 def _results(result: dict[str, Any]) -> None:
     from ferret.core.eval.per_query import BM25, wins_and_losses
 
-    frame = pd.DataFrame(result["table"]).set_index("system")
-    st.dataframe(frame)
-    metric = next((c for c in frame.columns if c.lower().startswith("ndcg")), frame.columns[0])
-    st.bar_chart(frame[[metric]], horizontal=True)
+    table: list[dict[str, Any]] = result["table"]
+    st.dataframe(table, hide_index=True)
+    metric = next((c for c in table[0] if c.lower().startswith("ndcg")), list(table[0])[1])
+    chart = {"system": [row["system"] for row in table], metric: [row[metric] for row in table]}
+    st.bar_chart(chart, x="system", y=metric, horizontal=True)
     systems = list(result["per_query"])
     left, right = st.columns(2)
     candidate = left.selectbox("Candidate", systems, index=len(systems) - 1, key="eval-candidate")
     reference = right.selectbox("Against", systems, index=systems.index(BM25), key="eval-reference")
     deltas = wins_and_losses(result["queries"], result["per_query"][candidate], result["per_query"][reference])
     wins = sum(d.delta > 0 for d in deltas)
-    st.markdown(f"**{candidate}** wins {wins} queries and loses {len(deltas) - wins} against **{reference}** (nDCG@10).")
+    st.markdown(
+        f"**{candidate}** wins {wins} queries and loses {len(deltas) - wins} against **{reference}** (nDCG@10)."
+    )
     st.dataframe(
         [
-            {"query": d.query, candidate: round(d.candidate, 3), reference: round(d.reference, 3), "Δ": round(d.delta, 3)}
+            {
+                "query": d.query,
+                candidate: round(d.candidate, 3),
+                reference: round(d.reference, 3),
+                "Δ": round(d.delta, 3),
+            }
             for d in deltas
         ],
         hide_index=True,

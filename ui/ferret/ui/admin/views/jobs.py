@@ -10,45 +10,17 @@ from typing import Any, Literal, cast
 
 import streamlit as st
 
-from ferret.core.db.job import get_job, list_jobs
+from ferret.core.db.job import list_jobs
 from ferret.core.db.models import JobState
-from ferret.core.db.task import get_task, list_tasks
-from ferret.core.errors import ConflictError
+from ferret.core.db.task import list_tasks
 from ferret.core.pipeline.state import PipelineConfig
+from ferret.ui.admin.actions import cancel_job, launch_pipeline, retry_job
 from ferret.ui.admin.common import attempt, notify, page_context, run_action, show_notice, when
-from ferret.ui.runtime import open_context
 
 REFRESH = timedelta(seconds=2)
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 STAGES = ("generate", "filter", "train", "guard", "index")
 DEFAULTS = PipelineConfig()
-
-
-def launch(task_name: str, config: PipelineConfig) -> str:
-    with open_context() as context:
-        job = context.jobs.start_pipeline_job(context.session, get_task(context.session, task_name), config)
-        return f"Job {job.id} started: pipeline of task {task_name}."
-
-
-def cancel(job_id: int) -> str:
-    with open_context() as context:
-        job = context.jobs.cancel_job(context.session, job_id)
-        if job.state == JobState.CANCELLED:
-            return f"Job {job.id} cancelled."
-        return f"Job {job.id}: cancel requested; it stops at its next progress report."
-
-
-def retry(job_id: int) -> str:
-    """A new pipeline job with the failed one's task and settings (a fresh model name: the old one may exist)."""
-    with open_context() as context:
-        job = get_job(context.session, job_id)
-        if job.kind != "pipeline" or "config" not in job.params:
-            raise ConflictError(f"Job {job_id} is a {job.kind} job; only pipeline jobs can be retried here.")
-        if job.state not in (JobState.FAILED, JobState.CANCELLED):
-            raise ConflictError(f"Job {job_id} is {job.state.value}; only a failed or cancelled job can be retried.")
-        task_name = str(job.params["task"])
-        config = PipelineConfig(**{**job.params["config"], "model_name": None})
-    return launch(task_name, config).replace("started", f"started (retry of job {job_id})")
 
 
 def _launch_form(task_names: list[str]) -> None:
@@ -76,7 +48,7 @@ def _launch_form(task_names: list[str]) -> None:
                     promote=cast(Literal["auto", "force", "never"], promote),
                     model_name=model_name.strip() or None,
                 ).validated()
-                return launch(str(task), config)
+                return launch_pipeline(str(task), config)
 
             message = attempt(start)
             if message:
@@ -92,12 +64,16 @@ def _job_card(job: Any, task_of_job: str) -> None:
             done = STAGES.index(job.stage)
             st.caption(
                 " → ".join(
-                    f"✔ {stage}" if i < done or job.state == JobState.SUCCEEDED else (f"▶ {stage}" if i == done else stage)
+                    f"✔ {stage}"
+                    if i < done or job.state == JobState.SUCCEEDED
+                    else (f"▶ {stage}" if i == done else stage)
                     for i, stage in enumerate(STAGES)
                 )
             )
         st.progress(min(1.0, max(0.0, job.progress)), text=f"{job.stage or job.state.value} {100 * job.progress:.0f}%")
-        st.caption(f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · attempts {job.attempts}")
+        st.caption(
+            f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · attempts {job.attempts}"
+        )
         if job.error:
             st.error(f"Last error: {job.error}")
         if job.state == JobState.SUCCEEDED and job.result:
@@ -108,14 +84,14 @@ def _job_card(job: Any, task_of_job: str) -> None:
             key=f"cancel-{job.id}",
             disabled=job.state in FINISHED,
             on_click=run_action,
-            args=(partial(cancel, job.id),),
+            args=(partial(cancel_job, job.id),),
         )
         right.button(
             "Retry",
             key=f"retry-{job.id}",
             disabled=job.state not in (JobState.FAILED, JobState.CANCELLED) or job.kind != "pipeline",
             on_click=run_action,
-            args=(partial(retry, job.id),),
+            args=(partial(retry_job, job.id),),
         )
 
 

@@ -21,7 +21,9 @@ RESULTS = 10
 def _side(context: Any, column: Any, side: str, corpus_name: str, query: str, groups: list[str] | None) -> None:
     corpus = get_corpus(context.session, corpus_name)
     versions = [
-        v for v in reversed(list_index_versions(context.session, corpus)) if v.state in (IndexState.READY, IndexState.ACTIVE)
+        v
+        for v in reversed(list_index_versions(context.session, corpus))
+        if v.state in (IndexState.READY, IndexState.ACTIVE)
     ]
     if not versions:
         column.info(f"Corpus {corpus_name} has no searchable index version yet.")

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
 from ferret.core.db.models import QueryStatus
@@ -23,16 +22,15 @@ def _first_word(text: str) -> str:
     return words[0].lower().strip("?,.:;!\"'") if words else ""
 
 
-def query_shape(queries: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(the 10 most common first words with their share, the distribution of lengths in words)."""
+def query_shape(queries: list[str]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """(the 10 most common first words with their share of the queries, the number of queries per length in words)."""
     total = max(1, len(queries))
     first = Counter(_first_word(q) for q in queries if q.strip()).most_common(10)
-    first_words = pd.DataFrame({"first word": [w for w, _ in first], "share": [c / total for _, c in first]})
     lengths = Counter(len(q.split()) for q in queries)
-    length_frame = pd.DataFrame(
-        {"words": sorted(lengths), "queries": [lengths[n] for n in sorted(lengths)]}
-    ).set_index("words")
-    return first_words.set_index("first word"), length_frame
+    return (
+        {"first word": [w for w, _ in first], "share": [c / total for _, c in first]},
+        {"words": sorted(lengths), "queries": [lengths[n] for n in sorted(lengths)]},
+    )
 
 
 def _run_section(context: Any, task_name: str, run_id: int) -> None:
@@ -63,14 +61,14 @@ def _run_section(context: Any, task_name: str, run_id: int) -> None:
     left, right = st.columns(2)
     with left:
         st.caption(f"Generated, {len(kept_texts)} kept queries: first words")
-        st.bar_chart(generated_first, horizontal=True)
+        st.bar_chart(generated_first, x="first word", y="share", horizontal=True)
         st.caption("Generated: length in words")
-        st.bar_chart(generated_lengths)
+        st.bar_chart(generated_lengths, x="words", y="queries")
     with right:
         st.caption(f"Examples, {len(example_texts)} queries: first words")
-        st.bar_chart(example_first, horizontal=True)
+        st.bar_chart(example_first, x="first word", y="share", horizontal=True)
         st.caption("Examples: length in words")
-        st.bar_chart(example_lengths)
+        st.bar_chart(example_lengths, x="words", y="queries")
         st.markdown("**The examples**")
         st.dataframe([{"query": q} for q in example_texts], hide_index=True)
 
@@ -101,7 +99,8 @@ def render() -> None:
             st.info(f"Task {task_name} has no generation run yet; launch a pipeline on the Jobs page.")
             return
         labels = {
-            f"run {run.id} · {run.state.value} · {when(run.started_at)}": run.id for run in sorted(runs, key=lambda r: -r.id)
+            f"run {run.id} · {run.state.value} · {when(run.started_at)}": run.id
+            for run in sorted(runs, key=lambda r: -r.id)
         }
         run_id = labels[st.selectbox("Generation run", list(labels), key="synthetic-run")]
         _run_section(context, task_name, run_id)

@@ -37,15 +37,19 @@ def _load_draft(choice: str, task_spec: TaskSpec | None) -> None:
     if st.session_state.get(EDITING_KEY) == choice:
         return
     st.session_state[EDITING_KEY] = choice
-    examples = []
-    for example in task_spec.examples if task_spec else []:
-        examples.append(
-            {"document": example.document, "source": example.source, "title": "", "text": example.document_text}
-            | {"query": example.query}
-        )
+    examples: list[dict[str, Any]] = [
+        {
+            "document": spec.document,
+            "source": spec.source,
+            "title": "",
+            "text": spec.document_text,
+            "query": spec.query,
+        }
+        for spec in (task_spec.examples if task_spec else [])
+    ]
     st.session_state[EXAMPLES_KEY] = examples
-    for index, example in enumerate(examples):
-        st.session_state[f"example-query-{index}"] = example["query"]
+    for index, draft in enumerate(examples):
+        st.session_state[f"example-query-{index}"] = draft["query"]
 
 
 def _example_finder(context: Any, corpus_name: str) -> None:
