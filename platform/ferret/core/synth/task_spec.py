@@ -144,11 +144,13 @@ def update_task(session: Session, task: RetrievalTask, spec: TaskSpec) -> Retrie
             "export it and import it under a new name instead."
         )
     edited = _build_task(session, spec)
+    examples = list(edited.examples)
+    edited.examples = []  # detached first: moving them must not cascade the scratch task into the session
     task.description, task.e_doc, task.e_query = edited.description, edited.e_doc, edited.e_query
     task.zero_shot, task.generation = edited.zero_shot, edited.generation
     task.examples.clear()
     session.flush()  # the old examples go before the new ones take their positions
-    task.examples.extend(edited.examples)
+    task.examples.extend(examples)
     session.flush()
     return task
 

@@ -66,11 +66,29 @@ def _example_finder(context: Any, corpus_name: str) -> None:
         left, right = st.columns([5, 1])
         left.markdown(f"**{escape_markdown(hit.title or hit.external_id)}** · `{hit.external_id}`")
         left.caption(hit.snippet(200))
-        if right.button("Added" if chosen else "Add", key=f"add-{hit.source}-{hit.external_id}", disabled=chosen):
-            _sync_queries()
-            examples.append({"document": hit.external_id, "source": hit.source, "title": hit.title, "query": ""})
-            st.session_state[f"example-query-{len(examples) - 1}"] = ""
-            st.rerun()
+        right.button(
+            "Added" if chosen else "Add",
+            key=f"add-{hit.source}-{hit.external_id}",
+            disabled=chosen,
+            on_click=_add_example,
+            args=({"document": hit.external_id, "source": hit.source, "title": hit.title, "text": None, "query": ""},),
+        )
+
+
+def _add_example(example: dict[str, Any]) -> None:
+    """Button callback (runs before the widgets exist, so their values can be set)."""
+    _sync_queries()
+    examples = st.session_state[EXAMPLES_KEY]
+    examples.append(example)
+    st.session_state[f"example-query-{len(examples) - 1}"] = ""
+
+
+def _remove_example(index: int) -> None:
+    _sync_queries()
+    examples = st.session_state[EXAMPLES_KEY]
+    examples.pop(index)
+    for position, kept in enumerate(examples):
+        st.session_state[f"example-query-{position}"] = kept["query"]
 
 
 def _sync_queries() -> None:
@@ -85,12 +103,7 @@ def _examples_editor() -> None:
         left, right = st.columns([5, 1])
         label = example["document"] or "(text given in the YAML)"
         left.text_input(f"Query for {label} {example.get('title') or ''}".strip(), key=f"example-query-{index}")
-        if right.button("Remove", key=f"remove-example-{index}"):
-            _sync_queries()
-            examples.pop(index)
-            for position, kept in enumerate(examples):
-                st.session_state[f"example-query-{position}"] = kept["query"]
-            st.rerun()
+        right.button("Remove", key=f"remove-example-{index}", on_click=_remove_example, args=(index,))
 
 
 def _spec_from_form(name: str, corpus: str, values: dict[str, Any]) -> TaskSpec:
