@@ -8,8 +8,12 @@ Test modules cannot import this conftest (importlib import mode), so helpers tra
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +30,7 @@ from ferret.core.db.task import add_task
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.ui.runtime import open_context
-from ferret_testing import free_port
+from ferret_testing import free_port, skip_or_fail
 
 DOCUMENTS = {
     "paris.md": "# Paris\n\nParis is the capital and largest city of France, on the river Seine.",
@@ -131,3 +135,56 @@ def running_api(populated_home: Path) -> Iterator[RunningApi]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def generator_url() -> Iterator[str]:
+    """A real generator behind an OpenAI-compatible endpoint: llama.cpp's server (``make llm-deps``) on the SmolLM2
+    GGUF that the embedded backend uses, on a loopback port. The embedded transformers backend answers the same
+    prompts but takes minutes on a busy 2-core machine; the server answers in about a second."""
+    try:
+        import llama_cpp.server  # noqa: F401
+
+        from ferret.core.llm.local_backend import default_generator_path
+
+        model = default_generator_path()
+    except Exception as error:  # noqa: BLE001 - missing extra or model package: skip here, fail under CI
+        skip_or_fail(f"llama-cpp-python[server] or the SmolLM2 package is missing ({error}).")
+        raise
+    port = free_port()
+    log = Path(tempfile.mkdtemp(prefix="ferret-ui-llama-")) / "server.log"
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "smollm2"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            assert process.poll() is None, log.read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                assert time.monotonic() < deadline, "llama_cpp.server did not start in 180 s"
+                time.sleep(0.3)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture
+def use_generator(generator_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point this test's settings at the llama.cpp generator."""
+    from ferret.core.settings import get_settings
+
+    monkeypatch.setenv("FERRET_LLM_BASE_URL", generator_url)
+    monkeypatch.setenv("FERRET_LLM_MODEL", "smollm2")
+    get_settings.cache_clear()
+    return generator_url

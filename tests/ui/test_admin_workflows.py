@@ -113,7 +113,8 @@ def test_import_yaml_and_refuse_bad_yaml_in_one_sentence(populated_home: Path) -
 
 
 @pytest.mark.slow
-def test_try_one_generation_with_the_embedded_generator(populated_home: Path) -> None:
+@pytest.mark.integration
+def test_try_one_generation_with_a_real_generator(populated_home: Path, use_generator: str) -> None:
     with open_context() as context:
         from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
 
