@@ -29,7 +29,7 @@ from ferret.core.db.models import Job, JobState, RetrievalTask, TaskExample
 from ferret.core.db.task import add_task
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.ui.runtime import open_context
+from ferret.ui.runtime import close_runtime, open_context
 from ferret_testing import free_port, skip_or_fail
 
 DOCUMENTS = {
@@ -69,6 +69,7 @@ def populate(folder: Path) -> None:
         context.session.add(
             Job(kind="index_build", corpus_id=corpus.id, state=JobState.RUNNING, stage="embed", progress=0.4)
         )
+    close_runtime()  # the index is flushed and closed before the folder is copied
 
 
 @pytest.fixture(scope="session")

@@ -33,6 +33,10 @@ def streamlit_arguments(*, host: str, port: int) -> list[str]:
         "false",
         "--theme.base",
         "light",
+        "--runner.magicEnabled",
+        "false",
+        "--client.toolbarMode",
+        "viewer",
     ]
 
 

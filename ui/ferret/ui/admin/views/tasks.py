@@ -25,11 +25,9 @@ from ferret.core.synth.task_spec import (
 from ferret.ui.admin.common import attempt, escape_markdown, notify, page_context, show_notice
 
 NEW = "New task"
-EXAMPLES_KEY = "task_examples"
-"""The draft's examples: dicts with document (external id), source, title, query."""
+EXAMPLES_KEY = "task_examples"  # the draft's examples: dicts with document (external id), source, title, query
 EDITING_KEY = "task_editing"
-NEXT_CHOICE_KEY = "task_next_choice"
-"""The task to show after a rerun (a widget's value cannot be set once the widget exists)."""
+NEXT_CHOICE_KEY = "task_next_choice"  # the task to show after a rerun (a widget cannot be set once it exists)
 
 
 def _load_draft(choice: str, task_spec: TaskSpec | None) -> None:
