@@ -63,7 +63,7 @@ def _example_finder(context: Any, corpus_name: str) -> None:
         chosen = any(e["document"] == hit.external_id and e["source"] == hit.source for e in examples)
         left, right = st.columns([5, 1])
         left.markdown(f"**{escape_markdown(hit.title or hit.external_id)}** · `{hit.external_id}`")
-        left.caption(hit.snippet(200))
+        left.caption(escape_markdown(hit.snippet(200)))
         right.button(
             "Added" if chosen else "Add",
             key=f"add-{hit.source}-{hit.external_id}",
