@@ -55,9 +55,7 @@ def test_create_a_task_from_searched_examples_then_edit_and_export(populated_hom
     run(app)
     app.button(key="save-task").click()  # one example is not enough
     run(app)
-    assert app.error[0].value == (
-        "Task 'kb-facts' has 1 example; a few-shot task needs 2 to 8 (or make it zero-shot)."
-    )
+    assert app.error[0].value == ("Task 'kb-facts' has 1 example; a few-shot task needs 2 to 8 (or make it zero-shot).")
 
     add_example(app, "yeast dough", "Bread", "why does bread rise")
     app.button(key="save-task").click()

@@ -23,10 +23,10 @@ from ferret.core.db.index_version import live_index_versions
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import ConflictError
 from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
-from ferret.core.eval.bm25_baseline import BM25Baseline
 from ferret.core.eval.metrics import ndcg_at_k
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.types import SearchMode
+from ferret.core.search.bm25_ranker import BM25Ranker
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
 
@@ -63,14 +63,14 @@ def per_query_ndcg(
     texts = [queries[qid] for qid in query_ids]
     documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
     scores: dict[str, dict[str, float]] = {}
-    bm25_runs = BM25Baseline(documents).search(texts, k=100)
+    bm25_runs = BM25Ranker(documents).search(texts, k=100)
     scores[BM25] = {
         qid: ndcg_at_k(sorted(run, key=lambda d: -run[d]), qrels[qid], 10)
         for qid, run in zip(query_ids, bm25_runs, strict=True)
     }
     corpus = get_corpus(session, corpus_name)
     registry = ModelRegistry(session, settings)
-    searcher = Searcher(session, settings, backend)
+    searcher = Searcher.over(session, settings, backend)
     for name in models:
         model = registry.get(name)
         index_version = next((v for v in live_index_versions(session, corpus) if v.model_version_id == model.id), None)

@@ -22,8 +22,10 @@ from ferret.core.db.job import get_job
 from ferret.core.db.models import JobState
 from ferret.core.db.task import get_task
 from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.eval.evaluate import evaluate_dataset
+from ferret.core.eval.per_query import per_query_ndcg
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.pipeline.state import PipelineConfig
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.ui.runtime import open_context
 
 
@@ -77,8 +79,6 @@ def write_dataset(folder: Path, corpus: bytes, queries: bytes, qrels: bytes, spl
 
 def evaluate_upload(name: str, files: dict[str, bytes], split: str, models: list[str]) -> dict[str, Any]:
     """``evaluate_dataset`` (as ``ferret eval``) on an uploaded labelled set, then each query's nDCG@10 per system."""
-    from ferret.core.eval.evaluate import evaluate_dataset
-    from ferret.core.eval.per_query import per_query_ndcg
 
     corpus_name = validate_corpus_name(f"eval-{name}")
     if not models:

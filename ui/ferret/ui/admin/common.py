@@ -23,6 +23,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from ferret.core.errors import FerretError
+from ferret.ui.query_terms import query_terms
 from ferret.ui.runtime import AppContext, open_context
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
@@ -105,7 +106,6 @@ def escape_markdown(text: str) -> str:
 
 def highlight_markdown(text: str, query: str) -> str:
     """``text`` as Markdown with the query's words in bold (words escaped first, so a document cannot inject)."""
-    from ferret.ui.query_terms import query_terms
 
     terms = query_terms(query)
     if not terms:

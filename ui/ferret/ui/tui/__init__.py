@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 
+from ferret.ui.tui.app import FerretSearchApp
+from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient, SearchClient, check_configuration
+
 API_KEY_VARIABLE = "FERRET_API_KEY"
 
 
@@ -12,8 +15,6 @@ def run_tui(
     *, corpus: str | None, api: str | None, configuration: str, api_key_variable: str = API_KEY_VARIABLE
 ) -> None:
     """Open the client on the local store, or on the API at ``api`` with the key from ``api_key_variable``."""
-    from ferret.ui.tui.app import FerretSearchApp
-    from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient, SearchClient, check_configuration
 
     check_configuration(configuration)
     client: SearchClient

@@ -17,7 +17,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ferret.core.db.corpus import list_corpora
+from ferret.core.db.models import Document
 from ferret.core.errors import FerretError, InvalidInputError, NotFoundError
+from ferret.core.index.types import parse_mode
+from ferret.ui.runtime import open_context
 
 CONFIGURATIONS = ("hybrid", "dense", "sparse")
 """The search modes a user can switch between: BM25 and dense fused by RRF, dense only, BM25 only."""
@@ -106,7 +110,6 @@ class LocalSearchClient:
     """
 
     def __init__(self) -> None:
-        from ferret.ui.runtime import open_context
 
         self._stack = ExitStack()
         self._context = self._stack.enter_context(open_context())
@@ -114,22 +117,19 @@ class LocalSearchClient:
         self.target = "local store"
 
     def corpora(self) -> list[str]:
-        from ferret.core.db.corpus import list_corpora
 
         with self._lock:
             self._context.session.rollback()
             return [corpus.name for corpus in list_corpora(self._context.session)]
 
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
-        from ferret.core.index.types import parse_mode
-        from ferret.core.search.searcher import Searcher
 
         text = _check_query(query)
         mode = parse_mode(check_configuration(configuration))
         with self._lock:
             context = self._context
             context.session.rollback()
-            results = Searcher(context.session, context.settings, context.backend).search(corpus, text, k=k, mode=mode)
+            results = context.searcher.search(corpus, text, k=k, mode=mode)
         return [
             Hit(
                 corpus=corpus,
@@ -146,7 +146,6 @@ class LocalSearchClient:
         ]
 
     def document(self, hit: Hit) -> DocumentView:
-        from ferret.core.db.models import Document
 
         with self._lock:
             session = self._context.session

@@ -11,6 +11,7 @@ import streamlit as st
 
 from ferret.core.db.corpus import list_corpora
 from ferret.core.db.model_version import list_model_versions
+from ferret.core.eval.per_query import BM25, wins_and_losses
 from ferret.ui.admin.actions import collect_versions, evaluate_upload
 from ferret.ui.admin.common import EVALUATION_RESULTS_KEY, attempt, page_context, run_action, show_notice, when
 from ferret.ui.admin.index_actions import promote_index_version, roll_back_corpus
@@ -121,7 +122,6 @@ def _upload_section(context: Any) -> None:
 
 
 def _results(result: dict[str, Any]) -> None:
-    from ferret.core.eval.per_query import BM25, wins_and_losses
 
     table: list[dict[str, Any]] = result["table"]
     st.dataframe(table, hide_index=True)

@@ -13,7 +13,7 @@ import streamlit as st
 from ferret.core.db.job import list_jobs
 from ferret.core.db.models import JobState
 from ferret.core.db.task import list_tasks
-from ferret.core.pipeline.state import PipelineConfig
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.ui.admin.actions import cancel_job, launch_pipeline, retry_job
 from ferret.ui.admin.common import attempt, notify, page_context, run_action, show_notice, when
 

@@ -12,7 +12,6 @@ from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.index_version import list_index_versions
 from ferret.core.db.models import IndexState
 from ferret.core.index.types import SEARCH_MODES, parse_mode
-from ferret.core.search.searcher import Searcher
 from ferret.ui.admin.common import attempt, escape_markdown, highlight_markdown, page_context, show_notice
 
 RESULTS = 10
@@ -38,7 +37,7 @@ def _side(context: Any, column: Any, side: str, corpus_name: str, query: str, gr
         return
     with column:
         results = attempt(
-            lambda: Searcher(context.session, context.settings, context.backend).search(
+            lambda: context.searcher.search(
                 corpus_name, query, k=RESULTS, mode=parse_mode(mode), acl_groups=groups, index_version=version
             )
         )

@@ -12,6 +12,8 @@ from ferret.core.db.corpus import list_corpora
 from ferret.core.db.document import list_documents
 from ferret.core.db.task import get_task, list_tasks
 from ferret.core.errors import InvalidInputError
+from ferret.core.llm.factory import build_backend
+from ferret.core.synth.preview import preview_prompt, try_generation
 from ferret.core.synth.task_spec import (
     ExampleSpec,
     GenerationSettings,
@@ -52,13 +54,12 @@ def _load_draft(choice: str, task_spec: TaskSpec | None) -> None:
 
 def _example_finder(context: Any, corpus_name: str) -> None:
     """Search the corpus and add documents as examples."""
-    from ferret.core.search.searcher import Searcher
 
     examples: list[dict[str, Any]] = st.session_state[EXAMPLES_KEY]
     query = st.text_input("Find example documents in the corpus", key="example-search")
     if not query.strip():
         return
-    hits = attempt(lambda: Searcher(context.session, context.settings, context.backend).search(corpus_name, query, k=5))
+    hits = attempt(lambda: context.searcher.search(corpus_name, query, k=5))
     for hit in hits or []:
         chosen = any(e["document"] == hit.external_id and e["source"] == hit.source for e in examples)
         left, right = st.columns([5, 1])
@@ -139,7 +140,6 @@ def _save(context: Any, choice: str, name: str, corpus: str, values: dict[str, A
 
 
 def _preview(context: Any, task_name: str) -> None:
-    from ferret.core.synth.preview import preview_prompt, try_generation
 
     task = get_task(context.session, task_name)
     documents = list_documents(context.session, task.corpus)
@@ -153,8 +153,6 @@ def _preview(context: Any, task_name: str) -> None:
         return
     st.code(preview.prompt, language=None, wrap_lines=True)
     if st.button("Try one generation", key="try-generation"):
-        from ferret.core.llm.factory import build_backend
-
         with st.spinner("Generating one query…"):
             llm = build_backend(context.settings)
             try:
