@@ -145,7 +145,9 @@ def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Pa
             query.fill("why does dough rise")
             query.press("Enter")
             expect(page.get_by_text("1. Bread").first).to_be_visible(timeout=60_000)
-            expect(page.locator(".st-key-playground-version-left")).to_contain_text("kb-trivia-e2e · live")
+            page.locator(".st-key-playground-version-left").click()  # the new version is live, first in the list
+            expect(page.get_by_role("option", name=re.compile(r"kb-trivia-e2e · live"))).to_be_visible(timeout=30_000)
+            page.keyboard.press("Escape")
             page.screenshot(path=str(artifacts / "3-playground.png"), full_page=True)
         except Exception:
             page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
