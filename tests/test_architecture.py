@@ -27,7 +27,8 @@ ALLOWED: dict[str, set[str]] = {
     "ferret.runtime": {"ferret.core", "ferret.connectors", "ferret.workers", "ferret.runtime"},
     # Faces sit on the runtime and the domain; the CLI also starts workers (`ferret worker`).
     "ferret.api": {"ferret.core", "ferret.runtime", "ferret.api"},
-    "ferret.cli": {"ferret.core", "ferret.runtime", "ferret.cli", "ferret.workers"},
+    # ... and starts the admin and the terminal client (`ferret admin`, `ferret tui`).
+    "ferret.cli": {"ferret.core", "ferret.runtime", "ferret.cli", "ferret.workers", "ferret.ui"},
     "ferret.ui": {"ferret.core", "ferret.runtime", "ferret.ui"},
 }
 
@@ -40,6 +41,9 @@ FUNCTION_LEVEL_IMPORTS = {
     ("ferret.core.llm.factory", "ferret.core.llm.local_backend"),
     # Celery is the optional `workers` extra, needed only when a broker is configured.
     ("ferret.workers.dispatch", "ferret.workers.apps.base"),
+    # Textual and Streamlit are the optional `ui` extra; every other command starts without them.
+    ("ferret.cli.ui_commands", "ferret.ui.tui"),
+    ("ferret.cli.ui_commands", "ferret.ui.admin.launcher"),
 }
 """(importing module, imported module) pairs allowed inside a function."""
 

@@ -279,16 +279,18 @@ def test_llm_server_is_optional_internal_and_what_the_llm_worker_may_wait_for() 
     assert SERVICES["worker-llm"]["depends_on"]["llm"] == {"condition": "service_healthy", "required": False}
 
 
-def test_admin_runs_the_streamlit_page_of_this_repository_without_telemetry() -> None:
-    command = SERVICES["admin"]["command"]
-    assert command[:2] == ["streamlit", "run"]
+def test_admin_runs_ferret_admin_of_this_repository_without_telemetry() -> None:
+    assert list(ferret_invocations(SERVICES["admin"]["command"])) == [["admin", "--host", "0.0.0.0", "--port", "8501"]]
     assert re.search(r"^WORKDIR /app$", DOCKERFILE, re.MULTILINE) and "COPY ui ui" in DOCKERFILE
-    script = Path(command[2])
-    assert script.is_relative_to("/app") and (ROOT / script.relative_to("/app")).is_file()
-    options = dict(zip(command[3::2], command[4::2], strict=True))
+    from ferret.ui.admin.launcher import APP, streamlit_arguments
+
+    arguments = streamlit_arguments(host="0.0.0.0", port=8501)
+    assert arguments[1:4] == ["-m", "streamlit", "run"] and Path(arguments[4]) == APP
+    assert APP.is_relative_to(ROOT / "ui") and APP.is_file()
+    options = dict(zip(arguments[5::2], arguments[6::2], strict=True))
     assert options["--browser.gatherUsageStats"] == "false"
     assert options["--server.headless"] == "true"
-    assert options["--server.port"] == "8501"
+    assert options["--server.address"] == "0.0.0.0" and options["--server.port"] == "8501"
     assert environment("admin")["STREAMLIT_BROWSER_GATHER_USAGE_STATS"] == "false"
     assert "/_stcore/health" in " ".join(SERVICES["admin"]["healthcheck"]["test"])
 

@@ -22,6 +22,7 @@ from ferret.cli.realm_commands import realm_app
 from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.cli.source_commands import source_app
 from ferret.cli.task_commands import task_app
+from ferret.cli.ui_commands import admin, tui
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db import migrate
 from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
@@ -59,6 +60,8 @@ app.add_typer(task_app, name="task")
 app.add_typer(apikey_app, name="apikey")
 app.add_typer(source_app, name="source")
 app.command()(serve)
+app.command()(tui)
+app.command()(admin)
 
 
 @db_app.command("upgrade")

@@ -300,3 +300,27 @@ def test_whole_examples_survive_export_and_import(session: Session, corpus: Corp
 
     assert data["generation"]["example_chars"] is None
     assert task_to_spec(copy).generation.example_chars is None
+
+
+def test_update_task_replaces_its_examples_in_place(session: Session, corpus: Corpus) -> None:
+    from ferret.core.synth.task_spec import update_task
+
+    two = [ExampleSpec(query="capital of France", document="d1"), ExampleSpec(query="why bread rises", document="d9")]
+    task = create_task(session, TaskSpec(name="edit-me", corpus="facts", examples=two))
+    session.commit()
+    task_id = task.id
+
+    three = [*two[::-1], ExampleSpec(query="great red spot", document="d3")]
+    update_task(session, task, TaskSpec(name="edit-me", corpus="facts", description="Trivia", examples=three))
+    session.commit()
+
+    session.expire_all()
+    edited = get_task(session, "edit-me")
+    assert edited.id == task_id and edited.description == "Trivia"
+    assert [(e.position, e.external_id) for e in edited.examples] == [(1, "d9"), (2, "d1"), (3, "d3")]
+    with pytest.raises(InvalidInputError, match="has 1 example"):
+        update_task(session, edited, TaskSpec(name="edit-me", corpus="facts", examples=three[:1]))
+    with pytest.raises(InvalidInputError, match="name and corpus cannot change"):
+        update_task(session, edited, TaskSpec(name="renamed", corpus="facts", examples=three))
+    session.rollback()
+    assert [e.external_id for e in get_task(session, "edit-me").examples] == ["d9", "d1", "d3"]

@@ -90,3 +90,10 @@ def passage_ids_by_length(session: Session, corpus: Corpus) -> list[int]:
             select(Passage.id).where(Passage.corpus_id == corpus.id).order_by(Passage.token_count, Passage.id)
         )
     )
+
+
+def list_documents(session: Session, corpus: Corpus, *, limit: int = 200) -> list[Document]:
+    """The first ``limit`` documents of a corpus in id order (for pickers: a sample document, an example)."""
+    return list(
+        session.scalars(select(Document).where(Document.corpus_id == corpus.id).order_by(Document.id).limit(limit))
+    )

@@ -132,6 +132,31 @@ def create_task(session: Session, spec: TaskSpec) -> RetrievalTask:
     """Validate ``spec`` completely against the database, then insert the task and its examples."""
     validate_task_name(spec.name)
     ensure_task_name_free(session, spec.name)
+    return add_task(session, _build_task(session, spec))
+
+
+def update_task(session: Session, task: RetrievalTask, spec: TaskSpec) -> RetrievalTask:
+    """Replace a task's description, prompt words, examples and generation settings with ``spec``'s, validated
+    exactly as ``create_task`` validates a new one. The name and the corpus stay: generation runs refer to them."""
+    if spec.name != task.name or spec.corpus != task.corpus.name:
+        raise InvalidInputError(
+            f"A task's name and corpus cannot change ({task.name!r} on {task.corpus.name!r}); "
+            "export it and import it under a new name instead."
+        )
+    edited = _build_task(session, spec)
+    examples = list(edited.examples)
+    edited.examples = []  # detached first: moving them must not cascade the scratch task into the session
+    task.description, task.e_doc, task.e_query = edited.description, edited.e_doc, edited.e_query
+    task.zero_shot, task.generation = edited.zero_shot, edited.generation
+    task.examples.clear()
+    session.flush()  # the old examples go before the new ones take their positions
+    task.examples.extend(examples)
+    session.flush()
+    return task
+
+
+def _build_task(session: Session, spec: TaskSpec) -> RetrievalTask:
+    """The task ``spec`` describes, every field checked against the database, not yet added to the session."""
     corpus = get_corpus(session, spec.corpus)
     _check_label(spec.e_doc, "The document description (e_doc)")
     _check_label(spec.e_query, "The query description (e_query)")
@@ -189,7 +214,7 @@ def create_task(session: Session, spec: TaskSpec) -> RetrievalTask:
                 external_id=document.external_id,
             )
         )
-    task = RetrievalTask(
+    return RetrievalTask(
         name=spec.name,
         corpus_id=corpus.id,
         description=spec.description.strip(),
@@ -199,7 +224,6 @@ def create_task(session: Session, spec: TaskSpec) -> RetrievalTask:
         generation=spec.generation.model_dump(mode="json"),
         examples=examples,
     )
-    return add_task(session, task)
 
 
 def task_to_spec(task: RetrievalTask) -> TaskSpec:

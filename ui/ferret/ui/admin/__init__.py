@@ -1,5 +1,2 @@
-"""The Streamlit admin: corpora and their index versions (promote, roll back), tasks and jobs.
-
-Run it with ``streamlit run ui/ferret/ui/admin/app.py`` (compose: the ``admin`` service). The page reads through
-``overview`` and acts through ``index_actions``, both over the same ``ferret.core`` services the CLI and the API use.
-"""
+"""The Streamlit admin (``ferret admin``): overview, tasks, jobs, synthetic data, evaluation and versions, search
+playground, access. ``app.py`` is the entry; each page is a script in ``views/`` over the domain's functions."""

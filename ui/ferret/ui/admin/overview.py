@@ -13,18 +13,21 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import corpus_counts, list_corpora
 from ferret.core.db.index_version import list_index_versions
 from ferret.core.db.job import list_jobs
-from ferret.core.db.models import Corpus, IndexState, IndexVersion
+from ferret.core.db.models import Corpus, IndexState, IndexVersion, Source
 from ferret.core.db.task import list_tasks, task_run_counts
 
 JOB_LIMIT = 50
 """Newest jobs shown on the page."""
+STALE_SOURCE_AFTER = timedelta(days=7)
+"""A source not synced for this long gets a warning."""
 
 
 @dataclass(frozen=True)
@@ -94,10 +97,37 @@ class JobRow:
 
 
 @dataclass(frozen=True)
+class SourceRow:
+    corpus: str
+    name: str
+    kind: str
+    last_run_at: datetime | None
+
+
+@dataclass(frozen=True)
 class AdminOverview:
     corpora: tuple[CorpusOverview, ...]
     tasks: tuple[TaskRow, ...]
     jobs: tuple[JobRow, ...]
+    sources: tuple[SourceRow, ...] = ()
+
+    def warnings(self, *, now: datetime, stale_after: timedelta = STALE_SOURCE_AFTER) -> list[str]:
+        """One sentence per thing an admin should look at: failed jobs, sources not synced for a while."""
+        found = [
+            f"Job {job.id} ({job.kind}{f' of {job.corpus}' if job.corpus else ''}) failed: {job.error or 'no error'}"
+            for job in self.jobs
+            if job.state == "failed"
+        ]
+        for source in self.sources:
+            if source.last_run_at is None or _utc(now) - _utc(source.last_run_at) > stale_after:
+                last = source.last_run_at.strftime("%Y-%m-%d") if source.last_run_at else "never"
+                found.append(f"Source {source.name} of {source.corpus} is stale (last sync: {last}).")
+        return found
+
+
+def _utc(moment: datetime) -> datetime:
+    """Naive datetimes are UTC (SQLite hands them back without a zone)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def _version_row(index_version: IndexVersion) -> IndexVersionRow:
@@ -153,5 +183,9 @@ def load_overview(session: Session, *, job_limit: int = JOB_LIMIT) -> AdminOverv
                 finished_at=job.finished_at,
             )
             for job in list_jobs(session, limit=job_limit)
+        ),
+        sources=tuple(
+            SourceRow(corpus_names.get(source.corpus_id, "?"), source.name, source.kind, source.last_run_at)
+            for source in session.scalars(select(Source).order_by(Source.corpus_id, Source.name))
         ),
     )

@@ -1,0 +1,156 @@
+"""End to end in a real browser: ``ferret admin`` (Streamlit, a real server process on 127.0.0.1) driven by Debian's
+headless chromium through Playwright. The admin creates a task from examples found by search, launches a tiny
+pipeline (six documents, six queries each, four training steps, the generator being llama.cpp's server on
+SmolLM2), watches it finish, and searches the new version in the playground.
+
+Screenshots land in ``test-artifacts/admin-e2e/`` at the repository root (or ``$FERRET_TEST_ARTIFACTS``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ferret_testing import free_port, skip_or_fail
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE_TIMEOUT_MS = 900_000  # a four-step training took 4 minutes on the shared 2-core machine
+
+
+@pytest.fixture
+def artifacts() -> Path:
+    folder = Path(os.environ.get("FERRET_TEST_ARTIFACTS", ROOT / "test-artifacts")) / "admin-e2e"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture
+def admin_url(populated_home: Path, use_generator: str, tmp_path: Path) -> Iterator[str]:
+    """``ferret admin`` as a real process over the populated store."""
+    port = free_port()
+    log = tmp_path / "admin.log"
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    command = [sys.executable, "-c", "from ferret.cli.main import main; main()", "admin", "--port", str(port)]
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                assert time.monotonic() < deadline, "ferret admin did not answer in 120 s"
+                time.sleep(0.5)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def add_example(page: object, search: str, title: str, query: str, position: int) -> None:
+    from playwright.sync_api import Page, expect
+
+    assert isinstance(page, Page)
+    finder = page.get_by_label("Find example documents in the corpus")
+    finder.fill(search)
+    finder.press("Enter")
+    row = page.get_by_text(title, exact=True).first
+    expect(row).to_be_visible(timeout=60_000)
+    page.locator(f".st-key-add-docs-{title.lower()}-md button").click()
+    field = page.locator(f".st-key-example-query-{position} input")
+    expect(field).to_be_visible(timeout=30_000)
+    field.fill(query)
+    field.press("Enter")
+
+
+def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Path, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        skip_or_fail("Debian's chromium is not installed.", "`make system-deps` installs it")
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    expect = playwright_api.expect
+
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),  # a fresh user-data-dir
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        page = browser.new_page()
+        try:
+            # 1. A task from two examples found by searching the corpus.
+            page.goto(f"{admin_url}/tasks")
+            expect(page.get_by_role("heading", name="Tasks")).to_be_visible(timeout=60_000)
+            name = page.get_by_label("Name", exact=True)
+            name.fill("kb-trivia")
+            name.press("Enter")
+            add_example(page, "capital city of France", "Paris", "what is the capital of France", 0)
+            add_example(page, "yeast dough rising", "Bread", "why does bread dough rise", 1)
+            page.get_by_role("button", name="Create task").click()
+            expect(page.get_by_text("Task kb-trivia created with 2 examples.")).to_be_visible(timeout=60_000)
+            page.screenshot(path=str(artifacts / "1-task.png"), full_page=True)
+
+            # 2. A tiny pipeline, watched until it succeeds.
+            page.goto(f"{admin_url}/jobs")
+            expect(page.get_by_role("heading", name="Jobs")).to_be_visible(timeout=60_000)
+            page.locator(".st-key-launch-task").click()
+            page.get_by_role("option", name="kb-trivia").click()
+            for label, value in (("Queries per document", "6"), ("Training steps (0: scaled to the data)", "4")):
+                box = page.get_by_label(label)
+                box.fill(value)
+                box.press("Tab")
+            page.get_by_label("Model version name (empty: <task>-job<id>)").fill("kb-trivia-e2e")
+            page.locator(".st-key-launch-promote").click()
+            page.get_by_role("option", name="force").click()
+            page.get_by_role("button", name="Launch").click()
+            expect(page.get_by_text("pipeline of task kb-trivia", exact=False).first).to_be_visible(timeout=60_000)
+            finished = page.get_by_text(re.compile(r"kb-trivia · (succeeded|failed)")).first
+            expect(finished).to_be_visible(timeout=PIPELINE_TIMEOUT_MS)
+            assert "succeeded" in finished.inner_text(), page.locator(".stAlert").all_inner_texts()
+            page.screenshot(path=str(artifacts / "2-jobs.png"), full_page=True)
+
+            # 3. The new version against the old one in the playground.
+            page.goto(f"{admin_url}/playground")
+            expect(page.get_by_role("heading", name="Search playground")).to_be_visible(timeout=60_000)
+            query = page.get_by_label("Query", exact=True)
+            query.fill("why does dough rise")
+            query.press("Enter")
+            expect(page.get_by_text("1. Bread").first).to_be_visible(timeout=60_000)
+            page.locator(".st-key-playground-version-left").click()  # the new version is live, first in the list
+            expect(page.get_by_role("option", name=re.compile(r"kb-trivia-e2e · live"))).to_be_visible(timeout=30_000)
+            page.keyboard.press("Escape")
+            page.screenshot(path=str(artifacts / "3-playground.png"), full_page=True)
+        except Exception:
+            page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()

@@ -1,0 +1,175 @@
+"""The terminal client driven by Textual's Pilot in an 80×24 terminal, against a real embedded store (SQLite,
+Qdrant Edge, the real MiniLM) and against the real HTTP API serving the same store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("textual", reason="the terminal client needs the ui extra: pip install -e '.[ui]'")
+
+from textual.pilot import Pilot
+from textual.widgets import OptionList, Static
+
+from ferret.core.db.api_key import revoke_api_key
+from ferret.ui.query_terms import query_terms
+from ferret.ui.runtime import open_context
+from ferret.ui.tui.app import FerretSearchApp
+from ferret.ui.tui.highlight import snippet_text
+from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen, HelpScreen
+from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient
+
+SIZE = (80, 24)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Textual runs on asyncio; anyio's pytest plugin runs the async tests
+
+
+async def settle(pilot: Pilot[None]) -> None:
+    """Let the debounce timer fire and every search worker finish."""
+    await pilot.pause(0.4)
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+
+
+def status(app: FerretSearchApp) -> str:
+    return str(app.query_one("#status", Static).render())
+
+
+def test_highlight_marks_query_words_and_windows_long_text() -> None:
+    assert query_terms("What is the capital of France?") == ["capital", "france"]
+    text = snippet_text("Paris is the capital and largest city of France.", "capital france")
+    marked = [text.plain[span.start : span.end] for span in text.spans]
+    assert marked == ["capital", "France"]
+    long = "filler words here " * 30 + "the capital of France is Paris " + "more filler " * 30
+    window = snippet_text(long, "capital", width=60).plain
+    assert "capital" in window and window.startswith("…") and window.endswith("…") and len(window) <= 62
+
+
+@pytest.mark.anyio
+async def test_search_as_you_type_opens_a_document_and_copies(populated_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert app.corpus == "kb"  # the first corpus, picked when none is given
+
+        await pilot.press(*"capital of France")
+        await settle(pilot)
+
+        assert app.hits[0].title == "Paris"
+        assert app.hits[0].source == "docs"
+        assert "6 results" in status(app)
+        assert app.query_one(OptionList).option_count == len(app.hits) == 6
+
+        await pilot.press("down", "ctrl+y")
+        assert app.clipboard == "paris.md"
+        await pilot.press("ctrl+l")
+        assert app.clipboard == "ferret://kb/docs/paris.md"
+
+        await pilot.press("enter")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, DocumentScreen)
+        assert "capital and largest city of France" in screen.view.passages[screen.view.hit_position]
+        assert ("id", "paris.md") in screen.view.details
+        assert ("groups", "public") in screen.view.details
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DocumentScreen)
+
+
+@pytest.mark.anyio
+async def test_empty_query_clears_results_and_says_why(populated_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient(), corpus="kb")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"moon")
+        await settle(pilot)
+        assert app.hits and app.hits[0].title == "Tides"
+        await pilot.press(*["backspace"] * 4)
+        await settle(pilot)
+        assert app.hits == []
+        assert "The query is empty" in status(app)
+
+
+@pytest.mark.anyio
+async def test_unknown_corpus_is_one_sentence_and_the_app_keeps_working(populated_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient(), corpus="nope")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"coffee")
+        await settle(pilot)
+        assert "Corpus 'nope' does not exist" in status(app) or "nope" in status(app)
+        assert app.query_one("#status").has_class("error")
+
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("enter")  # kb, the only corpus
+        await settle(pilot)
+        assert app.corpus == "kb"
+        assert app.hits[0].title == "Espresso"
+        assert not app.query_one("#status").has_class("error")
+
+
+@pytest.mark.anyio
+async def test_configuration_switcher_and_help(populated_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient(), corpus="kb")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"yeast")
+        await settle(pilot)
+        await pilot.press("ctrl+g")
+        assert isinstance(app.screen, ChoiceScreen)
+        await pilot.press("down", "down", "enter")  # hybrid → dense → sparse
+        await settle(pilot)
+        assert app.configuration == "sparse"
+        assert app.hits[0].title == "Bread"
+        assert "sparse" in status(app)
+        # BM25 only: documents without the word do not match at all.
+        assert len(app.hits) == 1
+
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+@pytest.mark.anyio
+async def test_remote_api_search_and_revoked_key(running_api: object) -> None:
+    from typing import cast
+
+    api = cast("RunningApiLike", running_api)
+    app = FerretSearchApp(RemoteSearchClient(api.url, api_key=api.search_key), corpus="kb")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"largest planet")
+        await settle(pilot)
+        assert app.hits[0].title == "Jupiter"
+        assert api.url in status(app)
+
+        with open_context() as context:
+            revoke_api_key(context.session, "tui")
+            context.session.commit()
+        await pilot.press(*" gas")
+        await settle(pilot)
+        assert app.hits == []
+        assert "The API refused the key (wrong or revoked)" in status(app)
+
+
+@pytest.mark.anyio
+async def test_unreachable_api_is_one_sentence(ferret_home: Path) -> None:
+    from ferret_testing import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    app = FerretSearchApp(RemoteSearchClient(url, api_key="fk_x_y"), corpus="kb")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"paris")
+        await settle(pilot)
+        assert f"Cannot reach the API at {url}" in status(app)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert f"Cannot reach the API at {url}" in status(app)  # no chooser without corpora, still running
+
+
+class RunningApiLike:
+    url: str
+    search_key: str

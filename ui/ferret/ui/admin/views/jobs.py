@@ -1,0 +1,123 @@
+"""Jobs: launch a Promptagator pipeline with its settings, follow each job's stage and progress live, read its last
+error, cancel it, retry it. Launch, cancel and retry call the same dispatch functions as ``ferret pipeline run
+--async``, ``ferret jobs cancel`` and ``POST /v1/jobs``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+from typing import Any, Literal, cast
+
+import streamlit as st
+
+from ferret.core.db.job import list_jobs
+from ferret.core.db.models import JobState
+from ferret.core.db.task import list_tasks
+from ferret.core.pipeline.promptagator.state import PipelineConfig
+from ferret.ui.admin.actions import cancel_job, launch_pipeline, retry_job
+from ferret.ui.admin.common import attempt, notify, page_context, run_action, show_notice, when
+
+REFRESH = timedelta(seconds=2)
+FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
+STAGES = ("generate", "filter", "train", "guard", "index")
+DEFAULTS = PipelineConfig()
+
+
+def _launch_form(task_names: list[str]) -> None:
+    with st.form("launch-pipeline"):
+        st.markdown("**Launch a pipeline** (Promptagator: generate → filter → train → guard → index)")
+        task = st.selectbox("Task", task_names, key="launch-task")
+        left, middle, right = st.columns(3)
+        max_documents = left.number_input("Max documents (0: all)", min_value=0, value=0, key="launch-max-docs")
+        queries_per_doc = middle.number_input("Queries per document", 1, 8, 2, key="launch-qpd")
+        max_steps = right.number_input("Training steps (0: scaled to the data)", 0, value=0, key="launch-steps")
+        left, middle, right = st.columns(3)
+        round_trip = left.selectbox("Round-trip filter", ["base", "bm25", "none"], key="launch-round-trip")
+        round_trip_k = middle.number_input("Round-trip K", 1, 1000, DEFAULTS.round_trip_k, key="launch-k")
+        promote = right.selectbox("Promote", ["auto", "force", "never"], key="launch-promote")
+        model_name = st.text_input("Model version name (empty: <task>-job<id>)", key="launch-model-name")
+        if st.form_submit_button("Launch", type="primary"):
+
+            def start() -> str:
+                config = PipelineConfig(
+                    max_documents=int(max_documents) or None,
+                    queries_per_doc=int(queries_per_doc),
+                    max_steps=int(max_steps) or None,
+                    round_trip=round_trip,
+                    round_trip_k=int(round_trip_k),
+                    promote=cast(Literal["auto", "force", "never"], promote),
+                    model_name=model_name.strip() or None,
+                ).validated()
+                return launch_pipeline(str(task), config)
+
+            message = attempt(start)
+            if message:
+                notify("success", message)
+                st.rerun()
+
+
+def _job_card(job: Any, task_of_job: str) -> None:
+    title = f"Job {job.id} · {job.kind}{f' · task {task_of_job}' if task_of_job else ''} · {job.state.value}"
+    with st.container(border=True):
+        st.markdown(f"**{title}**")
+        if job.kind == "pipeline" and job.stage in STAGES:
+            done = STAGES.index(job.stage)
+            st.caption(
+                " → ".join(
+                    f"✔ {stage}"
+                    if i < done or job.state == JobState.SUCCEEDED
+                    else (f"▶ {stage}" if i == done else stage)
+                    for i, stage in enumerate(STAGES)
+                )
+            )
+        st.progress(min(1.0, max(0.0, job.progress)), text=f"{job.stage or job.state.value} {100 * job.progress:.0f}%")
+        st.caption(
+            f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · attempts {job.attempts}"
+        )
+        if job.error:
+            st.error(f"Last error: {job.error}")
+        if job.state == JobState.SUCCEEDED and job.result:
+            st.caption(", ".join(f"{k}: {v}" for k, v in job.result.items() if not isinstance(v, dict | list)))
+        left, right, _ = st.columns([1, 1, 4])
+        left.button(
+            "Cancel",
+            key=f"cancel-{job.id}",
+            disabled=job.state in FINISHED,
+            on_click=run_action,
+            args=(partial(cancel_job, job.id),),
+        )
+        right.button(
+            "Retry",
+            key=f"retry-{job.id}",
+            disabled=job.state not in (JobState.FAILED, JobState.CANCELLED) or job.kind != "pipeline",
+            on_click=run_action,
+            args=(partial(retry_job, job.id),),
+        )
+
+
+@st.fragment(run_every=REFRESH)
+def _jobs_list() -> None:
+    """Re-read every two seconds: progress, stage and errors come from the jobs table the stages write."""
+    with page_context() as context:
+        jobs = list_jobs(context.session, limit=20)
+        if not jobs:
+            st.info("No jobs yet.")
+        for job in jobs:
+            _job_card(job, str(job.params.get("task", "")))
+
+
+def render() -> None:
+    st.header("Jobs")
+    show_notice()
+    with page_context() as context:
+        task_names = [task.name for task in list_tasks(context.session)]
+        mode = "Celery workers" if context.settings.broker_url else "this admin's process (embedded mode)"
+    st.caption(f"Jobs run on {mode}.")
+    if task_names:
+        _launch_form(task_names)
+    else:
+        st.info("Create a task first (Tasks page).")
+    _jobs_list()
+
+
+render()

@@ -1,0 +1,237 @@
+"""``ferret tui``: search as you type from a terminal, against the local store or a remote Ferret API.
+
+Keystrokes restart a short timer; only when typing pauses does a search run, in a worker thread, and a newer
+search cancels the older one, so a slow query never overwrites the results of a later one. The layout is one
+search line, a status line, the results and the key bar: it fits 80×24, the size of a default SSH terminal.
+
+Example:
+    >>> FerretSearchApp(LocalSearchClient(), corpus="handbook").run()
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Group
+from rich.text import Text
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.timer import Timer
+from textual.widgets import Footer, Input, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import get_current_worker
+
+from ferret.core.errors import FerretError
+from ferret.ui.tui.highlight import snippet_text
+from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen, HelpScreen
+from ferret.ui.tui.search_client import CONFIGURATIONS, Hit, SearchClient
+
+DEBOUNCE_S = 0.25
+"""Pause in typing after which the query runs: below a keystroke gap for most typists, above a fast burst."""
+
+
+def result_prompt(number: int, hit: Hit, query: str, width: int) -> Group:
+    """Two to three lines per result: number, title, score and source, then the highlighted snippet."""
+    head = Text.assemble((f"{number:>2}. ", "dim"), (hit.title or hit.external_id, "bold"))
+    tail = Text.assemble((f"  {hit.score:.3f}", "cyan"), (f"  {hit.source}", "dim"))
+    head.truncate(max(10, width - tail.cell_len - 2), overflow="ellipsis")
+    return Group(head + tail, snippet_text(hit.text, query, width=2 * width - 12))
+
+
+class FerretSearchApp(App[None]):
+    """The terminal search client. ``client`` is where searches go; it is closed when the app exits."""
+
+    TITLE = "Ferret search"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f1", "help", "Help"),
+        Binding("question_mark", "help", "Help", show=False),
+        Binding("ctrl+o", "switch_corpus", "Corpus", priority=True),
+        Binding("ctrl+g", "switch_configuration", "Config", priority=True),
+        Binding("ctrl+y", "copy_id", "Copy id", priority=True),
+        Binding("ctrl+l", "copy_link", "Copy link", priority=True),
+        Binding("escape", "focus_search", "Search", show=False),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+    CSS = """
+    #query { border: tall $accent; }
+    #status { height: 1; padding: 0 1; color: $text-muted; }
+    #status.error { color: $error; text-style: bold; }
+    #results { height: 1fr; border: none; }
+    #results > .option-list--option { padding: 0 1; }
+    """
+
+    def __init__(self, client: SearchClient, *, corpus: str | None = None, configuration: str = "hybrid") -> None:
+        super().__init__()
+        self.client = client
+        self.corpus = corpus
+        self.configuration = configuration
+        self.hits: list[Hit] = []
+        self.query_text = ""
+        self.message = ""
+        self._debounce: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Input(placeholder="Search… (F1: help)", id="query")
+        yield Static(id="status")
+        yield OptionList(id="results")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+        if self.corpus is None:
+            self.load_corpora()
+        else:
+            self.show_status("Type a few words to search.")
+
+    # -- status ---------------------------------------------------------------------------------------------------
+    def show_status(self, message: str, *, error: bool = False) -> None:
+        self.message = message
+        where = f"{self.corpus or 'no corpus'} · {self.configuration} · {self.client.target}"
+        status = self.query_one("#status", Static)
+        status.set_class(error, "error")
+        status.update(Text.assemble((where, "bold"), "  ", message))
+
+    @work(thread=True, exclusive=True, group="corpora")
+    def load_corpora(self) -> None:
+        """Pick the first corpus when none was given."""
+        try:
+            names = self.client.corpora()
+        except FerretError as error:
+            self.call_from_thread(self.show_status, str(error), error=True)
+            return
+        if not names:
+            self.call_from_thread(self.show_status, "There are no corpora yet; ingest documents first.", error=True)
+            return
+        self.corpus = names[0]
+        self.call_from_thread(self.show_status, "Type a few words to search.")
+
+    # -- searching ------------------------------------------------------------------------------------------------
+    def on_input_changed(self, event: Input.Changed) -> None:
+        self.query_text = event.value
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(DEBOUNCE_S, self.run_search)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self.run_search()
+
+    def run_search(self) -> None:
+        query = self.query_text
+        if not query.strip():
+            self.workers.cancel_group(self, "search")
+            self.show_results([], "")
+            self.show_status("The query is empty; type a few words to search for.")
+            return
+        if self.corpus is None:
+            self.show_status("Choose a corpus first (Ctrl+O).", error=True)
+            return
+        self.show_status("searching…")
+        self.search(self.corpus, query, self.configuration)
+
+    @work(thread=True, exclusive=True, group="search")
+    def search(self, corpus: str, query: str, configuration: str) -> None:
+        try:
+            hits = self.client.search(corpus, query, configuration=configuration)
+        except FerretError as error:
+            if not get_current_worker().is_cancelled:
+                self.call_from_thread(self.show_results, [], query)
+                self.call_from_thread(self.show_status, str(error), error=True)
+            return
+        if not get_current_worker().is_cancelled:
+            self.call_from_thread(self.show_results, hits, query)
+            found = f"{len(hits)} result{'s' if len(hits) != 1 else ''}" if hits else "No results."
+            self.call_from_thread(self.show_status, found)
+
+    def show_results(self, hits: list[Hit], query: str) -> None:
+        self.hits = hits
+        results = self.query_one(OptionList)
+        width = max(40, self.size.width - 4)
+        results.clear_options()
+        results.add_options([Option(result_prompt(i + 1, hit, query, width), id=str(i)) for i, hit in enumerate(hits)])
+        if hits:
+            results.highlighted = 0
+
+    # -- results --------------------------------------------------------------------------------------------------
+    def on_key(self, event: object) -> None:
+        key = getattr(event, "key", "")
+        if key == "down" and self.focused is self.query_one(Input) and self.hits:
+            self.query_one(OptionList).focus()
+        elif key == "up" and self.focused is self.query_one(OptionList) and self.query_one(OptionList).highlighted == 0:
+            self.query_one(Input).focus()
+
+    def selected_hit(self) -> Hit | None:
+        index = self.query_one(OptionList).highlighted
+        return self.hits[index] if index is not None and index < len(self.hits) else None
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        if event.option_list.id == "results" and event.option.id is not None:
+            self.open_document(self.hits[int(event.option.id)], self.query_text)
+
+    @work(thread=True, exclusive=True, group="document")
+    def open_document(self, hit: Hit, query: str) -> None:
+        try:
+            view = self.client.document(hit)
+        except FerretError as error:
+            self.call_from_thread(self.show_status, str(error), error=True)
+            return
+        self.call_from_thread(self.push_screen, DocumentScreen(view, query))
+
+    # -- actions --------------------------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_focus_search(self) -> None:
+        self.query_one(Input).focus()
+
+    def _copy(self, what: str, value: str | None) -> None:
+        if value is None:
+            self.notify("Select a result first.", severity="warning")
+            return
+        self.copy_to_clipboard(value)
+        self.notify(f"Copied {what}: {value}")
+
+    def action_copy_id(self) -> None:
+        hit = self.selected_hit()
+        self._copy("id", hit.external_id if hit else None)
+
+    def action_copy_link(self) -> None:
+        hit = self.selected_hit()
+        self._copy("link", hit.link if hit else None)
+
+    def action_switch_corpus(self) -> None:
+        self.choose_corpus()
+
+    @work(thread=True, exclusive=True, group="corpora")
+    def choose_corpus(self) -> None:
+        try:
+            names = self.client.corpora()
+        except FerretError as error:
+            self.call_from_thread(self.show_status, str(error), error=True)
+            return
+        if not names:
+            self.call_from_thread(self.show_status, "There are no corpora yet; ingest documents first.", error=True)
+            return
+        self.call_from_thread(self.push_screen, ChoiceScreen("Corpus", names, self.corpus), self._corpus_chosen)
+
+    def _corpus_chosen(self, corpus: str | None) -> None:
+        if corpus is not None and corpus != self.corpus:
+            self.corpus = corpus
+            self.run_search()
+        self.query_one(Input).focus()
+
+    def action_switch_configuration(self) -> None:
+        screen = ChoiceScreen("Configuration", list(CONFIGURATIONS), self.configuration)
+        self.push_screen(screen, self._configuration_chosen)
+
+    def _configuration_chosen(self, configuration: str | None) -> None:
+        if configuration is not None and configuration != self.configuration:
+            self.configuration = configuration
+            self.run_search()
+        self.query_one(Input).focus()
+
+    def on_unmount(self) -> None:
+        self.client.close()

@@ -1,0 +1,239 @@
+"""Where the terminal client's results come from: the local store (the domain's ``Searcher``) or a remote API.
+
+Both clients answer with the same plain records, so the screens never know which one they talk to. Every failure
+a user can cause or meet (an unknown corpus, an unreachable API, a revoked key) is a ``FerretError`` with one
+sentence; the app shows it and keeps running.
+
+Example:
+    >>> client = RemoteSearchClient("http://127.0.0.1:8000", api_key=os.environ["FERRET_API_KEY"])
+    >>> [hit.title for hit in client.search("handbook", "parental leave", configuration="hybrid")]
+    ['Leave policy', ...]
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ferret.core.db.corpus import list_corpora
+from ferret.core.db.models import Document
+from ferret.core.errors import FerretError, InvalidInputError, NotFoundError
+from ferret.core.index.types import parse_mode
+from ferret.ui.runtime import open_context
+
+CONFIGURATIONS = ("hybrid", "dense", "sparse")
+"""The search modes a user can switch between: BM25 and dense fused by RRF, dense only, BM25 only."""
+RESULTS = 10
+CONTEXT_PASSAGES = 2
+"""Passages shown before and after the matching one in the document view."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One result: a document and its best passage."""
+
+    corpus: str
+    document_id: int
+    external_id: str
+    title: str
+    text: str
+    score: float
+    source: str
+    passage_id: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def link(self) -> str:
+        """The document's own address when its source gave one, else a ``ferret://`` reference to it."""
+        for key in ("url", "link", "web_url"):
+            value = self.metadata.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return f"ferret://{self.corpus}/{self.source}/{self.external_id}"
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """A document around one hit: its passages (only the neighbours of the hit for a long one) and metadata."""
+
+    title: str
+    passages: tuple[str, ...]
+    hit_position: int
+    """Index in ``passages`` of the passage that matched."""
+    details: tuple[tuple[str, str], ...]
+    """(label, value) rows: source, id, link, groups, metadata."""
+
+
+class SearchClient(Protocol):
+    """What the app needs from a store. Implementations are called from worker threads."""
+
+    target: str
+    """A short description of where searches go, shown in the status line."""
+
+    def corpora(self) -> list[str]: ...
+
+    def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]: ...
+
+    def document(self, hit: Hit) -> DocumentView: ...
+
+    def close(self) -> None: ...
+
+
+def _details(hit: Hit, extra: dict[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    rows = [("corpus", hit.corpus), ("source", hit.source), ("id", hit.external_id), ("link", hit.link)]
+    rows += list((extra or {}).items())
+    rows += [(f"metadata.{key}", str(value)) for key, value in sorted(hit.metadata.items())]
+    return tuple(rows)
+
+
+def _check_query(query: str) -> str:
+    if not query.strip():
+        raise InvalidInputError("The query is empty; type a few words to search for.")
+    return query.strip()
+
+
+def check_configuration(configuration: str) -> str:
+    if configuration not in CONFIGURATIONS:
+        raise InvalidInputError(f"Unknown configuration {configuration!r}; use one of {', '.join(CONFIGURATIONS)}.")
+    return configuration
+
+
+class LocalSearchClient:
+    """Searches the store of this machine (``FERRET_HOME`` or the configured servers) through ``Searcher``.
+
+    The application context (settings, session, index backend) stays open for the app's life: opening Qdrant Edge
+    and loading the encoder once keeps search-as-you-type fast. Calls are serialised by a lock, because the
+    session and the embedded index belong to one thread at a time, and each call starts a fresh transaction so
+    a promotion made elsewhere is seen at the next keystroke.
+    """
+
+    def __init__(self) -> None:
+
+        self._stack = ExitStack()
+        self._context = self._stack.enter_context(open_context())
+        self._lock = threading.Lock()
+        self.target = "local store"
+
+    def corpora(self) -> list[str]:
+
+        with self._lock:
+            self._context.session.rollback()
+            return [corpus.name for corpus in list_corpora(self._context.session)]
+
+    def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
+
+        text = _check_query(query)
+        mode = parse_mode(check_configuration(configuration))
+        with self._lock:
+            context = self._context
+            context.session.rollback()
+            results = context.searcher.search(corpus, text, k=k, mode=mode)
+        return [
+            Hit(
+                corpus=corpus,
+                document_id=r.document_id,
+                external_id=r.external_id,
+                title=r.title,
+                text=r.text,
+                score=r.score,
+                source=r.source,
+                passage_id=r.passage_id,
+                metadata=r.metadata,
+            )
+            for r in results
+        ]
+
+    def document(self, hit: Hit) -> DocumentView:
+
+        with self._lock:
+            session = self._context.session
+            session.rollback()
+            document = session.get(Document, hit.document_id)
+            if document is None:
+                raise NotFoundError(f"Document {hit.external_id!r} is no longer in corpus {hit.corpus!r}.")
+            texts = [passage.text for passage in document.passages]
+            ids = [passage.id for passage in document.passages]
+            groups = ", ".join(document.acl_groups) or "public"
+        position = ids.index(hit.passage_id) if hit.passage_id in ids else 0
+        first = max(0, position - CONTEXT_PASSAGES)
+        shown = tuple(texts[first : position + CONTEXT_PASSAGES + 1]) or (hit.text,)
+        extra = {"groups": groups, "passage": f"{position + 1} of {len(texts)}"}
+        return DocumentView(hit.title, shown, position - first, _details(hit, extra))
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+class RemoteSearchClient:
+    """Searches through a Ferret HTTP API with an API key (sent as ``Authorization: Bearer``).
+
+    The API returns each document's best passage only, so the document view shows that passage and the metadata.
+    """
+
+    def __init__(
+        self, base_url: str, *, api_key: str | None, key_variable: str = "FERRET_API_KEY", timeout_s: float = 10.0
+    ) -> None:
+        import httpx
+
+        if not base_url.startswith(("http://", "https://")):
+            raise InvalidInputError(f"--api {base_url!r} is not an http(s) URL, e.g. http://127.0.0.1:8000.")
+        if not api_key:
+            raise InvalidInputError(f"No API key: set {key_variable} to a key from `ferret apikey create`.")
+        self.base_url = base_url.rstrip("/")
+        self.target = self.base_url
+        self.key_variable = key_variable
+        self._http = httpx.Client(
+            base_url=self.base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout_s
+        )
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        import httpx
+
+        try:
+            response = self._http.request(method, path, json=body)
+        except httpx.TimeoutException:
+            raise FerretError(f"The API at {self.base_url} did not answer in time; try again.") from None
+        except httpx.HTTPError:
+            raise FerretError(
+                f"Cannot reach the API at {self.base_url}; check --api and that the server runs."
+            ) from None
+        if response.status_code == 401:
+            raise FerretError(f"The API refused the key (wrong or revoked); set {self.key_variable} to a valid key.")
+        if response.status_code >= 400:
+            try:
+                detail = str(response.json().get("detail", ""))
+            except ValueError:
+                detail = ""
+            raise FerretError(detail or f"The API answered {response.status_code} to {method} {path}.")
+        return response.json()
+
+    def corpora(self) -> list[str]:
+        return [str(corpus["name"]) for corpus in self._request("GET", "/v1/corpora")["corpora"]]
+
+    def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
+        from urllib.parse import quote
+
+        body = {"query": _check_query(query), "k": k, "mode": check_configuration(configuration)}
+        answer = self._request("POST", f"/v1/corpora/{quote(corpus, safe='')}/search", body)
+        return [
+            Hit(
+                corpus=corpus,
+                document_id=int(r["document_id"]),
+                external_id=str(r["external_id"]),
+                title=str(r["title"]),
+                text=str(r["text"]),
+                score=float(r["score"]),
+                source=str(r["source"]),
+                passage_id=int(r["passage_id"]),
+                metadata=dict(r.get("metadata") or {}),
+            )
+            for r in answer["results"]
+        ]
+
+    def document(self, hit: Hit) -> DocumentView:
+        return DocumentView(hit.title, (hit.text,), 0, _details(hit, {"api": self.base_url}))
+
+    def close(self) -> None:
+        self._http.close()
