@@ -227,6 +227,36 @@ class IndexVersion(Base):
     corpus: Mapped[Corpus] = relationship()
 
 
+class SearchConfig(Base):
+    """A search system, the unit of promotion (issue 12): retriever model + fusion + optional reranker.
+
+    Versioned per corpus and promoted or rolled back as one unit. Models are referenced by id and by name: a
+    deleted model leaves its name, so the error can say which one is missing."""
+
+    __tablename__ = "search_configs"
+    __table_args__ = (UniqueConstraint("corpus_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    version: Mapped[int] = mapped_column(Integer)
+    retriever_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id", ondelete="SET NULL"), default=None)
+    retriever_name: Mapped[str] = mapped_column(String(128))
+    fusion: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    reranker_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id", ondelete="SET NULL"), default=None)
+    reranker_name: Mapped[str | None] = mapped_column(String(128), default=None)
+    rerank_depth: Mapped[int] = mapped_column(Integer, default=0)
+    rerank_weight: Mapped[float] = mapped_column(Double, default=0.5)
+    active: Mapped[bool] = mapped_column(Boolean, default=False)
+    evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    """How the fusion weight was chosen and the guard's figures and decision."""
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    activated_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    retriever: Mapped[ModelVersion | None] = relationship(foreign_keys=[retriever_id])
+    reranker: Mapped[ModelVersion | None] = relationship(foreign_keys=[reranker_id])
+
+
 class Job(Base):
     """A unit of long work (ingest, index build, training) and its progress, shown by the CLI and admin."""
 

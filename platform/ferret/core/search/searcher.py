@@ -32,6 +32,9 @@ from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_mode
+from ferret.core.rerank.cross_encoder import rerank
+from ferret.core.search.configuration import SearchPlan, active_plan
+from ferret.core.search.fusion import Fusion, fuse
 from ferret.core.settings import FerretSettings
 
 # Passages fetched per wanted document before deduplication by document.
@@ -193,11 +196,36 @@ class Searcher:
             index_version=index_version,
         )[0]
 
-    def _query(self, target: str, requests: list[SearchRequest]) -> list[list[SearchHit]]:
+    def _query(self, target: str, requests: list[SearchRequest], fusion: Fusion | None = None) -> list[list[SearchHit]]:
+        if fusion is not None and fusion.method != "rrf":
+            return self._query_fused(target, requests, fusion)
         # One query (the interactive case) skips the batch planner's overhead.
         if len(requests) == 1:
             return [self.backend.search(target, requests[0])]
         return self.backend.search_batch(target, requests)
+
+    def _query_fused(self, target: str, requests: list[SearchRequest], fusion: Fusion) -> list[list[SearchHit]]:
+        """Hybrid requests as two first-stage queries each (dense and BM25, the prefetch depth deep, each with the
+        access filter inside Qdrant's query), fused here: Qdrant fuses by rank only (RRF, DBSF), not by a weighted
+        combination of normalised scores (``ferret.core.search.fusion``)."""
+        batch: list[SearchRequest] = []
+        for request in requests:
+            if request.mode == "hybrid":
+                batch.append(replace(request, mode="dense", limit=request.candidates))
+                batch.append(replace(request, mode="sparse", limit=request.candidates))
+            else:
+                batch.append(request)
+        answers = iter(
+            self.backend.search_batch(target, batch) if len(batch) > 1 else [self.backend.search(target, batch[0])]
+        )
+        hits = []
+        for request in requests:
+            if request.mode == "hybrid":
+                dense, sparse = next(answers), next(answers)
+                hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k))
+            else:
+                hits.append(next(answers))
+        return hits
 
     def search_many(
         self,
@@ -209,9 +237,21 @@ class Searcher:
         acl_groups: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
+        plan: SearchPlan | None = None,
     ) -> list[list[SearchResult]]:
+        """Search with ``plan`` (an explicit configuration, or the base one) when given; otherwise with the active
+        configuration of the corpus, or plain RRF over the active index when the corpus has none."""
         search_mode = self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
-        target, model_path = self._resolve(corpus_name, index_version)
+        if plan is None and index_version is None:
+            plan = active_plan(self.session, get_corpus(self.session, corpus_name))
+        if plan is not None:
+            target, model_path = plan.collection, plan.model_path
+        else:
+            target, model_path = self._resolve(corpus_name, index_version)
+        fusion = plan.fusion if plan is not None else None
+        wanted = k
+        if plan is not None and plan.reranker is not None:
+            k = min(MAX_K, max(k, plan.rerank_depth))
         requests = self.requests(
             model_path,
             queries,
@@ -220,7 +260,7 @@ class Searcher:
             acl_groups=acl_groups,
             filters=filters,
         )
-        hits = self._query(target, requests)
+        hits = self._query(target, requests, fusion)
         results = [dedupe_by_document(h, k) for h in hits]
         # A document with many matching passages can fill the fetched passages and crowd others out: ask again,
         # deeper, for the queries that came back short although Qdrant had more to give.
@@ -230,7 +270,13 @@ class Searcher:
                 break
             for i in short:
                 requests[i] = replace(requests[i], limit=min(requests[i].limit * 4, MAX_PASSAGES))
-            deeper = self._query(target, [requests[i] for i in short])
+            deeper = self._query(target, [requests[i] for i in short], fusion)
             for i, h in zip(short, deeper, strict=True):
                 hits[i], results[i] = h, dedupe_by_document(h, k)
-        return results
+        if plan is not None and plan.reranker is not None and plan.rerank_depth > 1:
+            reranker = plan.reranker
+            results = [
+                rerank(query, found, reranker, depth=plan.rerank_depth, weight=plan.rerank_weight)
+                for query, found in zip(queries, results, strict=True)
+            ]
+        return [found[:wanted] for found in results]

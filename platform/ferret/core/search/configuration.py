@@ -1,0 +1,159 @@
+"""Search configurations: what search runs (retriever + fusion + reranker), promoted and rolled back as one unit.
+
+A ``SearchConfig`` row names models; a ``SearchPlan`` is what the Searcher needs to run it (the collection built by
+the retriever, its model folder, the fusion, the loaded reranker). Turning a row into a plan is where missing
+pieces are found, each with a one-sentence error naming it: a deleted model, a retriever with no live index, a
+reranker whose files are gone. Promotion resolves the plan first, so a broken configuration is never made active
+and the active one keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from ferret.core.db.index_version import live_index_versions
+from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig
+from ferret.core.db.search_config import active_search_config, list_search_configs, mark_active
+from ferret.core.encoder.registry import BASE_MODEL_NAME
+from ferret.core.errors import ConflictError, NotFoundError
+from ferret.core.index.backend import IndexBackend
+from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.rerank.cross_encoder import Reranker, load_reranker
+from ferret.core.search.fusion import RRF, Fusion
+from ferret.core.settings import FerretSettings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RERANK_DEPTH = 20
+"""Documents the reranker reads per query by default: its p50 on 2 CPU cores stays under 300 ms at this depth
+(benchmarks/RESULTS.md, reranker latency)."""
+
+_ACTIVE_TTL_S = 2.0
+_ACTIVE: dict[str, tuple[float, SearchPlan | None]] = {}
+_ACTIVE_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    collection: str
+    model_path: str
+    fusion: Fusion = RRF
+    reranker: Reranker | None = None
+    rerank_depth: int = 0
+    rerank_weight: float = 0.5
+    label: str = "base"
+
+
+def _index_of(session: Session, corpus: Corpus, model: ModelVersion) -> IndexVersion:
+    live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
+    if not live:
+        raise ConflictError(
+            f"Model {model.name!r} has no live index of corpus {corpus.name!r}; "
+            f"run `ferret index build --corpus {corpus.name} --model {model.name}`."
+        )
+    return max(live, key=lambda v: (v.state.value == "active", v.version))
+
+
+def plan_for(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPlan:
+    """The runnable form of a configuration, or a one-sentence error naming what is missing."""
+    label = f"configuration {config.version}"
+    if config.retriever is None:
+        raise ConflictError(f"Search {label} uses model {config.retriever_name!r}, which was deleted.")
+    index = _index_of(session, corpus, config.retriever)
+    reranker = None
+    if config.reranker_name is not None:
+        if config.reranker is None:
+            raise ConflictError(f"Search {label} uses reranker {config.reranker_name!r}, which was deleted.")
+        reranker = load_reranker(config.reranker.path, name=config.reranker.name)
+    return SearchPlan(
+        collection=index.collection,
+        model_path=index.model_version.path,
+        fusion=Fusion.from_json(config.fusion),
+        reranker=reranker,
+        rerank_depth=config.rerank_depth,
+        rerank_weight=config.rerank_weight,
+        label=label,
+    )
+
+
+def base_plan(session: Session, corpus: Corpus) -> SearchPlan:
+    """The untrained default: the base model's index with RRF, no reranker."""
+    model = session.scalar(select(ModelVersion).where(ModelVersion.name == BASE_MODEL_NAME))
+    if model is None:
+        raise NotFoundError("The base model is not registered; build an index first.")
+    index = _index_of(session, corpus, model)
+    return SearchPlan(collection=index.collection, model_path=model.path, label="base")
+
+
+def active_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
+    """The active configuration's plan, cached for a couple of seconds per process (search runs one small query
+    per corpus at most that often). A broken active configuration (a reranker's files deleted after promotion)
+    keeps serving its first stage, with the error in the log, rather than failing every search."""
+    now = time.monotonic()
+    with _ACTIVE_LOCK:
+        cached = _ACTIVE.get(corpus.name)
+        if cached is not None and now - cached[0] < _ACTIVE_TTL_S:
+            return cached[1]
+    config = active_search_config(session, corpus)
+    plan: SearchPlan | None = None
+    if config is not None:
+        try:
+            plan = plan_for(session, corpus, config)
+        except ConflictError as error:
+            log.error("%s; serving the first stage of the active configuration without it", error)
+            plan = _first_stage_only(session, corpus, config)
+    with _ACTIVE_LOCK:
+        _ACTIVE[corpus.name] = (now, plan)
+    return plan
+
+
+def _first_stage_only(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPlan | None:
+    if config.retriever is None:
+        return None
+    try:
+        index = _index_of(session, corpus, config.retriever)
+    except ConflictError:
+        return None
+    return SearchPlan(index.collection, index.model_version.path, Fusion.from_json(config.fusion), label="degraded")
+
+
+def forget_active(corpus_name: str | None = None) -> None:
+    """Drop the cached active plan (after a promotion in this process)."""
+    with _ACTIVE_LOCK:
+        if corpus_name is None:
+            _ACTIVE.clear()
+        else:
+            _ACTIVE.pop(corpus_name, None)
+
+
+def promote_config(
+    session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus, config: SearchConfig
+) -> SearchConfig:
+    """Make ``config`` what search runs: its retriever's index becomes the alias target and the row the active one.
+    Its plan is resolved first, so a configuration with a missing piece is refused and nothing changes."""
+    plan = plan_for(session, corpus, config)
+    index = next(v for v in live_index_versions(session, corpus) if v.collection == plan.collection)
+    VersionedCollection(session, settings, backend, corpus).promote(index)
+    mark_active(session, config)
+    session.commit()
+    forget_active(corpus.name)
+    return config
+
+
+def rollback_config(session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus) -> SearchConfig:
+    """Re-activate the configuration that was active before the current one."""
+    current = active_search_config(session, corpus)
+    earlier = [
+        c
+        for c in list_search_configs(session, corpus)
+        if c.activated_at is not None and (current is None or c.id != current.id)
+    ]
+    if not earlier:
+        raise NotFoundError(f"Corpus {corpus.name!r} has no earlier search configuration to roll back to.")
+    return promote_config(session, settings, backend, corpus, max(earlier, key=lambda c: c.activated_at or 0))
