@@ -24,7 +24,17 @@ from sqlalchemy import text
 from ferret.api.body_limit import BodySizeLimitMiddleware
 from ferret.api.dependencies import StateDep
 from ferret.api.errors import install_error_handlers
-from ferret.api.routers import api_keys, corpora, documents, index_versions, jobs, search, sources, tasks
+from ferret.api.routers import (
+    api_keys,
+    corpora,
+    documents,
+    index_versions,
+    jobs,
+    search,
+    search_configs,
+    sources,
+    tasks,
+)
 from ferret.api.schemas import HealthOut
 from ferret.core.settings import FerretSettings, get_settings
 from ferret.runtime.context import open_runtime
@@ -52,7 +62,7 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
     app = FastAPI(title="Ferret", version=version("ferret"), description=DESCRIPTION, lifespan=lifespan)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.api_max_body_bytes)
     install_error_handlers(app)
-    for module in (search, documents, corpora, tasks, jobs, index_versions, api_keys, sources):
+    for module in (search, documents, corpora, tasks, jobs, index_versions, search_configs, api_keys, sources):
         app.include_router(module.router)
 
     @app.get(

@@ -137,6 +137,12 @@ class SearchIn(ApiRequest):
         default=None, description="Default: the server's FERRET_SEARCH_MODE."
     )
     filters: SearchFilters = Field(default_factory=SearchFilters)
+    config: str | None = Field(
+        default=None,
+        max_length=16,
+        pattern=r"^(base|[0-9]{1,9})$",
+        description="A search configuration for comparisons: 'base' or a version number (default: the active one).",
+    )
 
 
 class SearchResultOut(FromAttributes):
@@ -356,3 +362,22 @@ class ApiKeyCreated(ApiKeyOut):
 
 class ApiKeyList(BaseModel):
     keys: list[ApiKeyOut]
+
+
+class SearchConfigOut(BaseModel):
+    version: int
+    active: bool
+    retriever: str
+    fusion: str
+    reranker: str | None
+    rerank_depth: int
+    rerank_weight: float
+    guard: dict[str, Any] | None
+    note: str
+    created_at: str | None
+    activated_at: str | None
+
+
+class SearchConfigList(BaseModel):
+    corpus: str
+    configs: list[SearchConfigOut]

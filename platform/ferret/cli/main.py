@@ -14,6 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from ferret.cli.api_commands import apikey_app, serve
+from ferret.cli.config_commands import config_app
 from ferret.cli.index_commands import index_app
 from ferret.cli.job_commands import jobs_app, worker
 from ferret.cli.pipeline_commands import pipeline_app
@@ -52,6 +53,7 @@ app = typer.Typer(cls=_FerretGroup, help="Ferret: a search engine trained on you
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(index_app, name="index")
+app.add_typer(config_app, name="config")
 app.add_typer(jobs_app, name="jobs")
 app.command()(worker)
 app.add_typer(pipeline_app, name="pipeline")
@@ -136,12 +138,19 @@ def search(
     group: Annotated[
         list[str] | None, typer.Option("--group", "-g", help="Search as a member of these groups.")
     ] = None,
+    config: Annotated[
+        str | None, typer.Option("--config", help="A search configuration: 'base' or a version (default: active).")
+    ] = None,
 ) -> None:
-    """Search the active index version of a corpus."""
+    """Search a corpus with its active search configuration (or an explicit one, for comparisons)."""
+    from ferret.core.db.corpus import get_corpus
+    from ferret.core.search.configuration import plan_by_name
+
     with app_context() as ctx:
         # A principal such as user:ann@corp.example also searches as the groups the sources reported for it.
         groups = expand_principals(ctx.session, group) if group else group
-        results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups)
+        plan = plan_by_name(ctx.session, get_corpus(ctx.session, corpus), config) if config else None
+        results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups, plan=plan)
         print_results(query, results)
 
 

@@ -10,6 +10,8 @@ from ferret.api.auth import SearchCaller
 from ferret.api.dependencies import StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import SearchIn, SearchOut, SearchResultOut
+from ferret.core.db.corpus import get_corpus
+from ferret.core.search.configuration import plan_by_name
 
 router = APIRouter(tags=["search"])
 
@@ -30,6 +32,10 @@ def search(
     key's groups, or public, can be returned; ``filters`` narrow further. 409 when the corpus has no active index."""
     started = time.perf_counter()
     mode = state.searcher.mode(body.mode)
+    plan = None
+    if body.config:
+        with state.searcher.sessions() as session:
+            plan = plan_by_name(session, get_corpus(session, corpus), body.config)
     results = state.searcher.search(
         corpus,
         body.query,
@@ -37,6 +43,7 @@ def search(
         mode=mode,
         acl_groups=caller.search_groups,
         filters=body.filters.conditions(),
+        plan=plan,
     )
     return SearchOut(
         corpus=corpus,

@@ -157,3 +157,34 @@ def rollback_config(session: Session, settings: FerretSettings, backend: IndexBa
     if not earlier:
         raise NotFoundError(f"Corpus {corpus.name!r} has no earlier search configuration to roll back to.")
     return promote_config(session, settings, backend, corpus, max(earlier, key=lambda c: c.activated_at or 0))
+
+
+def plan_by_name(session: Session, corpus: Corpus, selector: str) -> SearchPlan:
+    """An explicit configuration for a comparison: ``base`` (the untrained default) or a version number."""
+    from ferret.core.db.search_config import get_search_config
+    from ferret.core.errors import InvalidInputError
+
+    if selector == "base":
+        return base_plan(session, corpus)
+    if not selector.isdigit():
+        raise InvalidInputError(f"A search configuration is 'base' or a version number, not {selector!r}.")
+    return plan_for(session, corpus, get_search_config(session, corpus, int(selector)))
+
+
+def describe(config: SearchConfig) -> dict[str, object]:
+    """One configuration as the CLI and the API show it."""
+    return {
+        "version": config.version,
+        "active": config.active,
+        "retriever": config.retriever_name + ("" if config.retriever_id is not None else " (deleted)"),
+        "fusion": Fusion.from_json(config.fusion).describe(),
+        "reranker": None
+        if config.reranker_name is None
+        else config.reranker_name + ("" if config.reranker_id is not None else " (deleted)"),
+        "rerank_depth": config.rerank_depth,
+        "rerank_weight": config.rerank_weight,
+        "guard": config.evidence.get("guard"),
+        "note": config.note,
+        "created_at": config.created_at.isoformat() if config.created_at else None,
+        "activated_at": config.activated_at.isoformat() if config.activated_at else None,
+    }

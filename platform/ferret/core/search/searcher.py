@@ -183,6 +183,7 @@ class Searcher:
         acl_groups: Sequence[str] | None = None,
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
+        plan: SearchPlan | None = None,
     ) -> list[SearchResult]:
         if not query.strip():
             raise InvalidInputError("The query is empty; type a few words to search for.")
@@ -194,6 +195,7 @@ class Searcher:
             acl_groups=acl_groups,
             filters=filters,
             index_version=index_version,
+            plan=plan,
         )[0]
 
     def _query(self, target: str, requests: list[SearchRequest], fusion: Fusion | None = None) -> list[list[SearchHit]]:

@@ -1,0 +1,291 @@
+"""Search configurations on a BEIR dataset: what each component of Promptagator++ buys, from one run (issue 12).
+
+Usage:
+    python benchmarks/search_configs.py --dataset ../shared/datasets/scifact --home DIR \
+        [--e-doc Article --e-query Claim --description "..."] [--max-documents 400 --queries-per-doc 3] \
+        [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--json OUT]
+
+Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the untrained default) |
+base + fusion tuned from the task's 8 examples only (no LLM) | trained retriever (RRF) | trained + tuned fusion
+(examples + held-out synthetic queries) | + reranker at the default depth | the configuration the guard promotes.
+Each row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on
+this machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row
+with ``name`` and ``ndcg@10`` and ``"promoted": true`` on the guard's choice.
+
+The home is reused: ingestion, the generation run, the trained retriever (the Promptagator pipeline, Ferret's
+default recipe) and a registered reranker are found there instead of made again. The reranker trains here, or on
+another machine from ``--export-groups`` (then ``--reranker-dir`` registers the trained folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from promptagator import pick_examples
+
+RERANKER = "reranker"
+RETRIEVER = "best"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--train-split", default="train")
+    parser.add_argument("--examples", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--e-doc", default="Document")
+    parser.add_argument("--e-query", default="Query")
+    parser.add_argument("--description", default="")
+    parser.add_argument("--max-documents", type=int, default=400)
+    parser.add_argument("--queries-per-doc", type=int, default=3)
+    parser.add_argument("--round-trip-k", type=int, default=10)
+    parser.add_argument("--home", type=Path, default=None)
+    parser.add_argument("--reranker-dir", type=Path, default=None)
+    parser.add_argument("--export-groups", type=Path, default=None)
+    parser.add_argument("--depths", default="10,20,50")
+    parser.add_argument("--latency-queries", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    os.environ["FERRET_HOME"] = str(args.home or Path(tempfile.mkdtemp(prefix="ferret-configs-")))
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+
+    from ferret.connectors.beir.connector import BeirConnector
+    from ferret.connectors.beir.loader import load_qrels, load_queries
+    from ferret.core.cli.context import app_context
+    from ferret.core.corpus.ingest import Ingestor
+    from ferret.core.db.corpus import get_or_create_corpus
+    from ferret.core.db.model_version import find_model_version
+    from ferret.core.db.synthetic import document_texts, get_run
+    from ferret.core.db.task import example_document, find_task
+    from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.eval.evaluate import corpus_name_for, ensure_index
+    from ferret.core.eval.metrics import evaluate_run
+    from ferret.core.pipeline.promptagator import PipelineConfig
+    from ferret.core.pipeline.stages import _passage_texts, held_out_queries, is_held_out
+    from ferret.core.rerank.cross_encoder import load_reranker
+    from ferret.core.rerank.stage import register_reranker, reranker_groups, train_reranker
+    from ferret.core.rerank.training import RerankerTrainingConfig, write_groups
+    from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH, SearchPlan, base_plan
+    from ferret.core.search.searcher import Searcher
+    from ferret.core.search.tuning import Evidence, choose_fusion, choose_rerank_weight
+    from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
+    from ferret.core.training.config_guard import run_config_guard, split_evidence
+    from ferret.core.training.guard import LabelledQuery
+
+    torch.set_num_threads(args.threads)
+    console = Console(width=160)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    console.print(f"{args.dataset.name}: commit {commit}, {os.cpu_count()} cpus, torch threads {args.threads}")
+    examples = pick_examples(args.dataset, args.train_split, args.examples, args.seed)
+    corpus_name = corpus_name_for(args.dataset)
+    queries, qrels = load_queries(args.dataset), load_qrels(args.dataset, args.split)
+    query_ids = [q for q in qrels if q in queries]
+    texts = [queries[q] for q in query_ids]
+    report: dict[str, Any] = {"dataset": args.dataset.name, "commit": commit, "rows": [], "notes": []}
+
+    with app_context() as ctx:
+        corpus = get_or_create_corpus(ctx.session, corpus_name)
+        Ingestor(ctx.session, ctx.settings, ctx.backend, corpus).run(BeirConnector(path=str(args.dataset), name="beir"))
+        registry = ModelRegistry(ctx.session, ctx.settings)
+        ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, registry.ensure_base(), console.print)
+        searcher = Searcher(ctx.session, ctx.settings, ctx.backend)
+        base = base_plan(ctx.session, corpus)
+
+        # -- the task and its generated queries (reused from the home) ----------------------------------------------
+        task = find_task(ctx.session, "few-shot-ex250")
+        if task is None:
+            spec = TaskSpec(
+                name="few-shot-ex250", corpus=corpus_name, description=args.description, e_doc=args.e_doc,
+                e_query=args.e_query, zero_shot=False,
+                generation=GenerationSettings(queries_per_doc=args.queries_per_doc, max_documents=args.max_documents,
+                                              seed=args.seed, example_chars=250),
+                examples=[ExampleSpec(query=e["query"], document=e["document"]) for e in examples],
+            )  # fmt: skip
+            task = create_task(ctx.session, spec)
+            ctx.session.commit()
+        labelled_examples = [
+            LabelledQuery(e.query, d.id) for e in task.examples if (d := example_document(ctx.session, task, e))
+        ]
+        from ferret.core.llm.factory import build_backend
+        from ferret.core.pipeline.stages import filter_stage, generate_stage, guard_stage, index_stage, train_stage
+        from ferret.core.pipeline.state import PipelineState
+
+        pipeline = PipelineConfig(
+            queries_per_doc=args.queries_per_doc, max_documents=args.max_documents, promote="never",
+            model_name=RETRIEVER, seed=args.seed, round_trip_k=args.round_trip_k,
+        )  # fmt: skip
+        state = PipelineState.start(task, pipeline, model_name=RETRIEVER, reference_model="base")
+        llm = build_backend(ctx.settings)  # loads the generator only if queries are missing
+        try:
+            state = generate_stage(ctx.session, state, llm)
+        finally:
+            llm.close()
+        run = get_run(ctx.session, state.run_id or 0)
+        started = time.perf_counter()
+        state = filter_stage(ctx.session, ctx.settings, state)
+        console.print(
+            f"generation run {run.id}: {run.counters}; filters {state.filters} ({time.perf_counter() - started:.0f} s)"
+        )
+        report["filters"] = state.filters
+        retriever = find_model_version(ctx.session, RETRIEVER)
+        if retriever is None and args.train_retriever:
+            for stage in (train_stage, guard_stage):
+                state = stage(ctx.session, ctx.settings, state)
+            state = index_stage(ctx.session, ctx.settings, ctx.backend, state)
+            retriever = registry.get(RETRIEVER)
+        passages = _passage_texts(document_texts(ctx.session, corpus))
+        held = held_out_queries(ctx.session, run, task, passages, pipeline.held_out_fraction, pipeline.seed)
+        tuning, guarding = split_evidence(labelled_examples, held, seed=args.seed)
+        console.print(
+            f"evidence: {len(labelled_examples)} examples, {len(held)} held-out synthetic queries "
+            f"({len(tuning.synthetic)} tune the weights, {len(guarding.synthetic)} are the guard's)"
+        )
+        if retriever is not None:
+            trained_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, retriever, console.print)
+            trained = SearchPlan(trained_index.collection, retriever.path, label="trained")
+        else:
+            report["notes"].append("no trained retriever in this run (--train-retriever not given)")
+            trained = base
+
+        # -- the configurations --------------------------------------------------------------------------------------
+        examples_only = choose_fusion(searcher, base, Evidence(labelled_examples, []))
+        console.print(f"base fusion from the examples only: {examples_only.reason}")
+        choice = choose_fusion(searcher, trained, tuning)
+        console.print(f"tuned fusion ({trained.label}): {choice.reason}")
+        report["notes"] += [f"examples only: {examples_only.as_dict()}", f"trained: {choice.as_dict()}"]
+        tuned = SearchPlan(trained.collection, trained.model_path, choice.fusion, label="trained+fusion")
+        first = "trained + tuned fusion" if retriever is not None else "base + tuned fusion"
+        plans: dict[str, tuple[SearchPlan, str | None]] = {
+            "bm25": (base, "sparse"),
+            "base dense": (base, "dense"),
+            "base hybrid rrf (untrained default)": (base, "hybrid"),
+            "base + fusion from examples": (
+                SearchPlan(base.collection, base.model_path, examples_only.fusion, label="base+fusion"),
+                "hybrid",
+            ),
+        }
+        if retriever is not None:
+            plans["trained retriever (rrf)"] = (trained, "hybrid")
+        plans[first] = (tuned, "hybrid")
+
+        reranker_model = find_model_version(ctx.session, RERANKER)
+        if reranker_model is None and (args.reranker_dir or not args.export_groups):
+            config = RerankerTrainingConfig(seed=args.seed)
+            groups = reranker_groups(
+                ctx.session, searcher, corpus, run, tuned,
+                held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed), config=config,
+            )  # fmt: skip
+            if args.reranker_dir:
+                reranker_model = register_reranker(
+                    ctx.session,
+                    RERANKER,
+                    args.reranker_dir.resolve(),
+                    training={"groups": len(groups), "where": "external"},
+                )
+            else:
+                reranker_model = train_reranker(ctx.session, ctx.settings, groups, RERANKER, config)
+            ctx.session.commit()
+        elif reranker_model is None:
+            config = RerankerTrainingConfig(seed=args.seed)
+            groups = reranker_groups(
+                ctx.session, searcher, corpus, run, tuned,
+                held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed), config=config,
+            )  # fmt: skip
+            write_groups(args.export_groups, groups)
+            console.print(f"wrote {len(groups)} training groups to {args.export_groups}; train them and rerun")
+            return
+        depths = [int(d) for d in args.depths.split(",") if d]
+        reranker = load_reranker(reranker_model.path, name=reranker_model.name)
+        weight = choose_rerank_weight(searcher, corpus_name, tuned, reranker, DEFAULT_RERANK_DEPTH, tuning)
+        console.print(f"reranker weight: {weight.reason}")
+        report["notes"].append(f"reranker weight: {weight.as_dict()}")
+
+        def reranked(depth: int) -> SearchPlan:
+            return SearchPlan(
+                tuned.collection, tuned.model_path, tuned.fusion, reranker, depth, weight.weight,
+                label=f"+reranker@{depth}",
+            )  # fmt: skip
+
+        plans[f"+ reranker (depth {DEFAULT_RERANK_DEPTH})"] = (reranked(DEFAULT_RERANK_DEPTH), "hybrid")
+
+        # -- the guard: the fullest configuration that passes against the untrained default -----------------------
+        guard_rows = [f"+ reranker (depth {DEFAULT_RERANK_DEPTH})", first, "base + fusion from examples"]
+        promoted, decisions = None, {}
+        for name in guard_rows:
+            verdict = run_config_guard(searcher, corpus_name, plans[name][0], base, guarding)
+            decisions[name] = verdict.as_dict()
+            console.print(f"guard on {name!r}: {'PASS' if verdict.passed else 'refused'}: {verdict.reason}")
+            if verdict.passed and promoted is None:
+                promoted = name
+        report["guard"] = decisions
+        if promoted is None:
+            console.print("the guard promotes nothing: the untrained default stays")
+            promoted = "base hybrid rrf (untrained default)"
+
+        # -- evaluation ----------------------------------------------------------------------------------------------
+        def evaluate(name: str, plan: SearchPlan, mode: str | None) -> dict[str, Any]:
+            started = time.perf_counter()
+            results = searcher.search_many(corpus_name, texts, k=100, mode=mode, plan=plan)  # type: ignore[arg-type]
+            seconds = time.perf_counter() - started
+            run_ = {
+                qid: {r.external_id: float(len(hits) - rank) for rank, r in enumerate(hits)}
+                for qid, hits in zip(query_ids, results, strict=True)
+            }
+            latencies = []
+            for text in texts[: args.latency_queries]:
+                t0 = time.perf_counter()
+                searcher.search_many(corpus_name, [text], k=10, mode=mode, plan=plan)  # type: ignore[arg-type]
+                latencies.append(1000 * (time.perf_counter() - t0))
+            row = {"name": name, **{m: round(v, 2) for m, v in evaluate_run(run_, qrels).items()},
+                   "p50_ms": round(statistics.median(latencies), 1), "batch_seconds": round(seconds, 1),
+                   "fusion": plan.fusion.describe(), "reranker_depth": plan.rerank_depth if plan.reranker else 0}  # fmt: skip
+            if name == promoted:
+                row["promoted"] = True
+            console.print(row)
+            return row
+
+        rows = [evaluate(name, plan, mode) for name, (plan, mode) in plans.items()]
+        promoted_row = next(r for r in rows if r["name"] == promoted)
+        rows.append({**promoted_row, "name": f"guard-promoted: {promoted}", "promoted": True})
+        promoted_row.pop("promoted", None)
+        for depth in depths:
+            if depth != DEFAULT_RERANK_DEPTH:
+                rows.append(evaluate(f"+ reranker (depth {depth})", reranked(depth), "hybrid"))
+        report["rows"] = rows
+
+    table = Table(title=f"Search configurations on {args.dataset.name} ({args.split}, {len(query_ids)} queries)")
+    for column in ("configuration", "fusion", "nDCG@10", "R@100", "MRR@10", "p50 ms"):
+        table.add_column(column)
+    for row in rows:
+        table.add_row(
+            row["name"] + (" ← promoted" if row.get("promoted") else ""), row["fusion"]
+            + (f", rerank {row['reranker_depth']}" if row["reranker_depth"] else ""),
+            f"{row['ndcg@10']:.1f}", f"{row['recall@100']:.1f}", f"{row['mrr@10']:.1f}", f"{row['p50_ms']:.0f}",
+        )  # fmt: skip
+    console.print(table)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

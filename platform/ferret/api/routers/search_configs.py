@@ -1,0 +1,65 @@
+"""Search configurations of a corpus (retriever + fusion + reranker): list them, promote one, roll back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Path
+
+from ferret.api.auth import AdminCaller
+from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.errors import error_responses
+from ferret.api.schemas import SearchConfigList, SearchConfigOut
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.search_config import get_search_config, list_search_configs
+from ferret.core.search.configuration import describe, promote_config, rollback_config
+
+router = APIRouter(tags=["search configurations"])
+
+
+def _out(shown: dict[str, Any]) -> SearchConfigOut:
+    return SearchConfigOut.model_validate(shown)
+
+
+@router.get(
+    "/v1/corpora/{corpus}/search-configs",
+    response_model=SearchConfigList,
+    responses=error_responses(401, 403, 404),
+    summary="List the search configurations of a corpus",
+)
+def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_length=128)) -> SearchConfigList:
+    corpus_row = get_corpus(session, corpus)
+    return SearchConfigList(
+        corpus=corpus_row.name, configs=[_out(describe(c)) for c in list_search_configs(session, corpus_row)]
+    )
+
+
+@router.post(
+    "/v1/corpora/{corpus}/search-configs/{version}/promote",
+    response_model=SearchConfigOut,
+    responses=error_responses(401, 403, 404, 409),
+    summary="Make a search configuration active",
+)
+def promote(
+    _caller: AdminCaller,
+    session: SessionDep,
+    state: StateDep,
+    corpus: str = Path(max_length=128),
+    version: int = Path(ge=1, le=2**31 - 1),
+) -> SearchConfigOut:
+    """Refused (409, naming the missing piece) when a model it uses was deleted or a reranker's files are gone."""
+    corpus_row = get_corpus(session, corpus)
+    config = get_search_config(session, corpus_row, version)
+    return _out(describe(promote_config(session, state.settings, state.backend, corpus_row, config)))
+
+
+@router.post(
+    "/v1/corpora/{corpus}/search-configs/rollback",
+    response_model=SearchConfigOut,
+    responses=error_responses(401, 403, 404, 409),
+    summary="Re-activate the previously active search configuration",
+)
+def rollback(
+    _caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+) -> SearchConfigOut:
+    return _out(describe(rollback_config(session, state.settings, state.backend, get_corpus(session, corpus))))

@@ -1,0 +1,68 @@
+"""``ferret config``: the search configurations of a corpus (retriever + fusion + reranker), promoted as one unit."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ferret.runtime.context import app_context
+from ferret.cli.render import console
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.search_config import get_search_config, list_search_configs
+from ferret.core.search.configuration import describe, promote_config, rollback_config
+
+config_app = typer.Typer(
+    help="Search configurations: retriever, fusion and reranker as one unit.", no_args_is_help=True
+)
+
+CorpusOption = Annotated[str, typer.Option("--corpus", "-c", help="Corpus name.")]
+
+
+@config_app.command("list")
+def list_configs(corpus: CorpusOption) -> None:
+    """Every configuration of a corpus with its parts and the guard's decision."""
+    with app_context() as ctx:
+        table = Table(title=f"search configurations of {corpus}")
+        for column in ("version", "retriever", "fusion", "reranker", "guard", "state"):
+            table.add_column(column)
+        for config in list_search_configs(ctx.session, get_corpus(ctx.session, corpus)):
+            shown = describe(config)
+            guard = shown["guard"] if isinstance(shown["guard"], dict) else {}
+            reranker = (
+                f"{shown['reranker']} @{config.rerank_depth} w={config.rerank_weight:.2f}" if shown["reranker"] else "-"
+            )
+            table.add_row(
+                str(config.version), str(shown["retriever"]), str(shown["fusion"]), reranker,
+                ("passed" if guard.get("passed") else "refused") if guard else "-",
+                "[bold green]active[/]" if config.active else "ready",
+            )  # fmt: skip
+        console.print(table)
+
+
+@config_app.command("show")
+def show(corpus: CorpusOption, version: Annotated[int, typer.Argument(help="Configuration version.")]) -> None:
+    """One configuration with the evidence its weights and the guard's decision came from."""
+    with app_context() as ctx:
+        config = get_search_config(ctx.session, get_corpus(ctx.session, corpus), version)
+        console.print_json(data={**describe(config), "evidence": config.evidence})
+
+
+@config_app.command("promote")
+def promote(corpus: CorpusOption, version: Annotated[int, typer.Argument(help="Configuration version.")]) -> None:
+    """Make a configuration what search runs (its retriever's index becomes the alias target)."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        config = promote_config(
+            ctx.session, ctx.settings, ctx.backend, corpus_row, get_search_config(ctx.session, corpus_row, version)
+        )
+        console.print(f"configuration {config.version} of {corpus} is active")
+
+
+@config_app.command("rollback")
+def rollback(corpus: CorpusOption) -> None:
+    """Re-activate the configuration that was active before the current one."""
+    with app_context() as ctx:
+        config = rollback_config(ctx.session, ctx.settings, ctx.backend, get_corpus(ctx.session, corpus))
+        console.print(f"rolled back: configuration {config.version} of {corpus} is active")

@@ -1,0 +1,94 @@
+"""The reranker stage of a task: mine negatives for the kept pairs, train the cross-encoder, register its version.
+
+The training groups are built here (they need the index and the database), the training itself runs in
+``ferret.core.rerank.training`` (torch only), so the gpu queue or a GPU machine can run it on a groups file. The
+held-out documents of the pipeline (``is_held_out``) are left out, as for the dual encoder: the configuration
+guard judges on their queries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ferret.core.corpus.chunking import passage_text
+from ferret.core.db.model_version import create_model_version, find_model_version
+from ferret.core.db.models import Corpus, GenerationRun, ModelVersion
+from ferret.core.db.synthetic import document_texts, training_pairs
+from ferret.core.encoder.registry import BASE_MODEL_NAME, base_model_path
+from ferret.core.errors import ConflictError
+from ferret.core.rerank.training import (
+    RerankerTrainingConfig,
+    TrainingGroup,
+    check_pair_count,
+    mine_negatives,
+    train_cross_encoder,
+)
+from ferret.core.search.configuration import SearchPlan
+from ferret.core.search.searcher import Searcher
+from ferret.core.settings import FerretSettings
+
+CROSS_ENCODER_KIND = "cross_encoder"
+
+
+def reranker_groups(
+    session: Session,
+    searcher: Searcher,
+    corpus: Corpus,
+    run: GenerationRun,
+    first_stage: SearchPlan,
+    *,
+    held_out: Callable[[int], bool],
+    config: RerankerTrainingConfig = RerankerTrainingConfig(),
+) -> list[TrainingGroup]:
+    """One group per kept pair of a training document: (query, its document, mined negatives)."""
+    pairs = [(q, d) for q, d in training_pairs(session, run) if not held_out(d)]
+    check_pair_count(len(pairs))
+    texts = {d: passage_text(title, body) for d, (title, body) in document_texts(session, corpus).items()}
+    ranked: list[list[int]] = []
+    for start in range(0, len(pairs), 64):
+        part = pairs[start : start + 64]
+        found = searcher.search_many(
+            corpus.name, [q for q, _ in part], k=config.mine_depth, mode="hybrid", plan=first_stage
+        )
+        ranked.extend([r.document_id for r in results] for results in found)
+    negatives = mine_negatives(ranked, [d for _, d in pairs], config)
+    return [
+        TrainingGroup(query, texts[document], [texts[n] for n in mined if n in texts])
+        for (query, document), mined in zip(pairs, negatives, strict=True)
+        if document in texts
+    ]
+
+
+def register_reranker(
+    session: Session, name: str, path: Path, *, training: dict[str, Any], metrics: dict[str, Any] | None = None
+) -> ModelVersion:
+    if not (path / "config.json").is_file():
+        raise ConflictError(f"The reranker folder {path} holds no model (config.json is missing).")
+    parent = find_model_version(session, BASE_MODEL_NAME)
+    model = create_model_version(
+        session, name, str(path), 1, parent=parent, training_config=training, metrics=dict(metrics or {})
+    )
+    model.kind = CROSS_ENCODER_KIND
+    session.flush()
+    return model
+
+
+def train_reranker(
+    session: Session,
+    settings: FerretSettings,
+    groups: list[TrainingGroup],
+    name: str,
+    config: RerankerTrainingConfig = RerankerTrainingConfig(),
+    *,
+    progress: Callable[[float], None] = lambda fraction: None,
+) -> ModelVersion:
+    """Train here (CUDA when present, else CPU) and register; an existing version of that name is reused."""
+    if (found := find_model_version(session, name)) is not None:
+        return found
+    output = settings.models_path / name
+    report = train_cross_encoder(groups, base_model_path(settings), output, config, progress=progress)
+    return register_reranker(session, name, output, training=report)

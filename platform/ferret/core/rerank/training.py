@@ -1,0 +1,149 @@
+"""Train a cross-encoder reranker on the kept synthetic pairs (Promptagator++, Dai et al. 2022 §3.4).
+
+Each training group is a synthetic query, its source document and ``negatives`` documents mined from the hybrid
+first stage's top ``mine_depth`` with the first ``skip_top`` ranks skipped: those are often relevant too (a claim has
+several supporting abstracts), and training them as negatives teaches the reranker to push good documents down
+(the false-negative problem of hard-negative mining, RocketQA, Qu et al. 2021 §4.2). The loss is the listwise
+softmax cross-entropy over the group (positive first), as in Promptagator++ and monoBERT's successors.
+
+The model starts from the base MiniLM's transformer with a new one-logit head (no trained cross-encoder ships as a
+package; MODELS.md). This module imports only torch, sentence-transformers and numpy at run time, so the GPU
+machine can run it on carried files without the rest of Ferret's dependencies.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ferret.core.errors import InvalidInputError
+
+MIN_PAIRS = 200
+"""Fewer kept pairs than this train a reranker that is worse than none (noise on a new head); refused."""
+
+
+@dataclass(frozen=True)
+class RerankerTrainingConfig:
+    negatives: int = 7
+    skip_top: int = 3
+    mine_depth: int = 30
+    epochs: int = 3
+    batch_size: int = 8
+    """Groups per step: each group is 1 + ``negatives`` pairs."""
+    learning_rate: float = 3e-5
+    warmup_fraction: float = 0.1
+    max_length: int = 256
+    seed: int = 13
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainingGroup:
+    query: str
+    positive: str
+    negatives: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_pair_count(count: int, minimum: int = MIN_PAIRS) -> None:
+    if count < minimum:
+        raise InvalidInputError(
+            f"Only {count} kept synthetic pairs; a reranker needs at least {minimum} (generate for more documents)."
+        )
+
+
+def mine_negatives(
+    ranked: Sequence[Sequence[int]], positives: Sequence[int], config: RerankerTrainingConfig
+) -> list[list[int]]:
+    """For each query, ``negatives`` document ids from its first-stage ranking, ranks ``skip_top``..``mine_depth``
+    (0-based), its own document excluded; a seeded sample, so a rerun mines the same ones."""
+    rng = random.Random(config.seed)
+    mined = []
+    for ranking, positive in zip(ranked, positives, strict=True):
+        pool = [d for d in list(ranking)[config.skip_top : config.mine_depth] if d != positive]
+        mined.append(rng.sample(pool, min(config.negatives, len(pool))))
+    return mined
+
+
+def write_groups(path: Path, groups: Sequence[TrainingGroup]) -> None:
+    path.write_text("".join(json.dumps(g.to_json()) + "\n" for g in groups))
+
+
+def read_groups(path: Path) -> list[TrainingGroup]:
+    return [TrainingGroup(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def train_cross_encoder(
+    groups: Sequence[TrainingGroup],
+    base_path: str | Path,
+    output: Path,
+    config: RerankerTrainingConfig = RerankerTrainingConfig(),
+    *,
+    device: str | None = None,
+    progress: Callable[[float], None] = lambda fraction: None,
+) -> dict[str, Any]:
+    """Fine-tune ``CrossEncoder(base_path, num_labels=1)`` with the listwise loss and save it to ``output``."""
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    check_pair_count(len(groups))
+    usable = [g for g in groups if g.negatives]
+    torch.manual_seed(config.seed)
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    model = CrossEncoder(str(base_path), num_labels=1, max_length=config.max_length, device=device)
+    network, tokenizer = model.model, model.tokenizer
+    network.float().train()
+    steps_per_epoch = math.ceil(len(usable) / config.batch_size)
+    total = max(1, steps_per_epoch * config.epochs)
+    optimizer = torch.optim.AdamW(network.parameters(), lr=config.learning_rate, weight_decay=0.01)
+    warmup = max(1, int(total * config.warmup_fraction))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) * max(0.0, (total - step) / max(1, total - warmup))
+    )
+    rng = random.Random(config.seed)
+    losses: list[float] = []
+    started, step = time.perf_counter(), 0
+    for _ in range(config.epochs):
+        order = list(range(len(usable)))
+        rng.shuffle(order)
+        for start in range(0, len(order), config.batch_size):
+            batch = [usable[i] for i in order[start : start + config.batch_size]]
+            width = min(len(g.negatives) for g in batch) + 1
+            pairs = [(g.query, text) for g in batch for text in [g.positive, *g.negatives[: width - 1]]]
+            inputs = tokenizer(
+                [q for q, _ in pairs], [d for _, d in pairs], padding=True, truncation="only_second",
+                max_length=config.max_length, return_tensors="pt",
+            ).to(device)  # fmt: skip
+            logits = network(**inputs).logits.view(len(batch), width)
+            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long, device=device))
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(float(loss.item()))
+            step += 1
+            progress(step / total)
+    network.eval()
+    output.mkdir(parents=True, exist_ok=True)
+    model.save(str(output))
+    head = max(1, len(losses) // 10)
+    return {
+        "groups": len(usable),
+        "steps": step,
+        "seconds": round(time.perf_counter() - started, 1),
+        "device": device,
+        "loss_first": round(sum(losses[:head]) / head, 4) if losses else None,
+        "loss_last": round(sum(losses[-head:]) / head, 4) if losses else None,
+        "config": config.to_json(),
+    }

@@ -1,0 +1,207 @@
+"""Choose a search configuration's free settings (fusion weight α, reranker weight) from the task's own evidence.
+
+Evidence is label-free or few-shot only: the task's real examples (query → document) and synthetic queries of
+documents held out of training (their source document is the label). Bruch et al. (2023, §5) show that the convex
+combination's α is sample-efficient: a few dozen labelled queries place it near its optimum. Each candidate setting
+is scored by MRR@10 of the labelled document over the whole index; the examples and the synthetic queries count as
+two halves of the objective (eight real queries must not drown in two hundred generated ones, nor the reverse).
+
+α is read off a smoothed curve (the mean of each grid point and its neighbours), so one lucky query does not pick an
+extreme weight, and the convex combination replaces RRF only when it scores better on the same evidence. With too
+little evidence nothing is tuned, and the reason says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ferret.core.corpus.chunking import passage_text
+from ferret.core.index.types import SearchHit, SearchRequest
+from ferret.core.rerank.cross_encoder import Reranker, fused_scores
+from ferret.core.search.configuration import SearchPlan
+from ferret.core.search.fusion import RRF, Fusion, fuse
+from ferret.core.search.searcher import Searcher, dedupe_by_document
+from ferret.core.training.guard import LabelledQuery
+
+ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+MIN_TUNING_QUERIES = 6
+"""Below this many labelled queries (examples + held-out synthetic) the fusion stays RRF: an α read off fewer
+queries is mostly noise; a task has 2 to 8 examples, so a task with 6 or more can tune α without any LLM."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    examples: list[LabelledQuery] = field(default_factory=list)
+    synthetic: list[LabelledQuery] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.examples) + len(self.synthetic)
+
+    def all(self) -> list[LabelledQuery]:
+        return [*self.examples, *self.synthetic]
+
+
+def reciprocal_rank(ranked_documents: Sequence[int], document_id: int, k: int = 10) -> float:
+    for rank, found in enumerate(ranked_documents[:k], start=1):
+        if found == document_id:
+            return 1.0 / rank
+    return 0.0
+
+
+def objective(reciprocal: np.ndarray, evidence: Evidence) -> float:
+    """Mean of the examples' MRR@10 and the synthetic queries' MRR@10 (either alone when the other is empty)."""
+    parts = []
+    if evidence.examples:
+        parts.append(float(reciprocal[: len(evidence.examples)].mean()))
+    if evidence.synthetic:
+        parts.append(float(reciprocal[len(evidence.examples) :].mean()))
+    return float(np.mean(parts)) if parts else 0.0
+
+
+def plan_reciprocal_ranks(
+    searcher: Searcher, corpus_name: str, plan: SearchPlan, queries: Sequence[LabelledQuery], *, batch: int = 64
+) -> np.ndarray:
+    """Reciprocal rank within the top 10 of each query's labelled document, searched with ``plan``."""
+    ranks = []
+    for start in range(0, len(queries), batch):
+        part = queries[start : start + batch]
+        found = searcher.search_many(corpus_name, [q.text for q in part], k=10, mode="hybrid", plan=plan)
+        ranks.extend(
+            reciprocal_rank([r.document_id for r in results], q.document_id)
+            for q, results in zip(part, found, strict=True)
+        )
+    return np.array(ranks, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class FusionChoice:
+    fusion: Fusion
+    reason: str
+    scores: dict[str, float] = field(default_factory=dict)
+    """Objective of RRF and of every α on the grid."""
+    queries: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"fusion": self.fusion.to_json(), "reason": self.reason, "scores": self.scores, "queries": self.queries}
+
+
+def _candidate_lists(
+    searcher: Searcher, plan: SearchPlan, queries: Sequence[str], depth: int
+) -> list[tuple[list[SearchHit], list[SearchHit]]]:
+    """(dense, BM25) first-stage candidates of each query, fetched once and fused offline for every α."""
+    requests = searcher.requests(plan.model_path, queries, k=10, mode="hybrid")
+    batch: list[SearchRequest] = []
+    for request in requests:
+        batch.append(replace(request, mode="dense", limit=depth))
+        batch.append(replace(request, mode="sparse", limit=depth))
+    answers = searcher.backend.search_batch(plan.collection, batch)
+    return [(answers[2 * i], answers[2 * i + 1]) for i in range(len(requests))]
+
+
+def choose_fusion(
+    searcher: Searcher,
+    plan: SearchPlan,
+    evidence: Evidence,
+    *,
+    normalisation: str = "tmm",
+    depth: int = 100,
+    min_queries: int = MIN_TUNING_QUERIES,
+    status: Callable[[str], None] = lambda message: None,
+) -> FusionChoice:
+    """RRF or the convex combination with the α the evidence prefers (module docstring)."""
+    if evidence.size < min_queries:
+        return FusionChoice(
+            RRF,
+            f"fusion not tuned: {evidence.size} labelled queries (examples + held-out synthetic), "
+            f"at least {min_queries} are needed; RRF kept",
+            queries=evidence.size,
+        )
+    queries = evidence.all()
+    lists = _candidate_lists(searcher, plan, [q.text for q in queries], depth)
+    status(f"fusion: {len(queries)} queries, {len(ALPHAS)} weights")
+
+    def score(fusion: Fusion) -> float:
+        reciprocal = np.array(
+            [
+                reciprocal_rank(
+                    [r.document_id for r in dedupe_by_document(fuse(dense, sparse, fusion, limit=100), 10)],
+                    q.document_id,
+                )
+                for q, (dense, sparse) in zip(queries, lists, strict=True)
+            ]
+        )
+        return objective(reciprocal, evidence)
+
+    rrf = score(RRF)
+    curve = [score(Fusion("convex", alpha, normalisation)) for alpha in ALPHAS]  # type: ignore[arg-type]
+    smoothed = [float(np.mean(curve[max(0, i - 1) : i + 2])) for i in range(len(curve))]
+    best = int(np.argmax(smoothed))
+    scores = {"rrf": rrf, **{f"{alpha:.1f}": value for alpha, value in zip(ALPHAS, curve, strict=True)}}
+    if curve[best] <= rrf:
+        return FusionChoice(
+            RRF, f"RRF kept: the best convex weight α={ALPHAS[best]:.1f} scores {curve[best]:.3f} ≤ RRF's {rrf:.3f}",
+            scores, len(queries),
+        )  # fmt: skip
+    fusion = Fusion("convex", ALPHAS[best], normalisation)  # type: ignore[arg-type]
+    return FusionChoice(
+        fusion, f"convex α={ALPHAS[best]:.1f}: {curve[best]:.3f} against RRF's {rrf:.3f} on {len(queries)} queries",
+        scores, len(queries),
+    )  # fmt: skip
+
+
+RERANK_WEIGHTS = (0.25, 0.5, 0.75, 1.0)
+
+
+@dataclass(frozen=True)
+class RerankChoice:
+    weight: float
+    reason: str
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"weight": self.weight, "reason": self.reason, "scores": self.scores}
+
+
+def choose_rerank_weight(
+    searcher: Searcher,
+    corpus_name: str,
+    first_stage: SearchPlan,
+    reranker: Reranker,
+    depth: int,
+    evidence: Evidence,
+    *,
+    min_queries: int = MIN_TUNING_QUERIES,
+) -> RerankChoice:
+    """The share of the cross-encoder in the fused score (``ferret.core.rerank.cross_encoder``), read off the same
+    evidence as α: the first stage and the cross-encoder run once per query, the weights are compared offline."""
+    if evidence.size < min_queries:
+        return RerankChoice(0.5, f"reranker weight not tuned: {evidence.size} labelled queries; 0.5 kept")
+    queries = evidence.all()
+    found = searcher.search_many(corpus_name, [q.text for q in queries], k=depth, mode="hybrid", plan=first_stage)
+    cross = [
+        reranker.score(q.text, [passage_text(r.title, r.text) for r in results])
+        for q, results in zip(queries, found, strict=True)
+    ]
+    scores: dict[str, float] = {}
+    for weight in (0.0, *RERANK_WEIGHTS):
+        reciprocal = []
+        for q, results, ce in zip(queries, found, cross, strict=True):
+            if len(results) < 2:
+                reciprocal.append(reciprocal_rank([r.document_id for r in results], q.document_id))
+                continue
+            fused = fused_scores(np.array([r.score for r in results]), ce, weight)
+            order = sorted(range(len(results)), key=lambda i: (-fused[i], i))
+            reciprocal.append(reciprocal_rank([results[i].document_id for i in order], q.document_id))
+        scores[f"{weight:.2f}"] = objective(np.array(reciprocal), evidence)
+    best = max(RERANK_WEIGHTS, key=lambda w: (scores[f"{w:.2f}"], -w))
+    return RerankChoice(
+        best,
+        f"reranker weight {best:.2f}: {scores[f'{best:.2f}']:.3f} against {scores['0.00']:.3f} without the reranker "
+        f"on {len(queries)} queries",
+        scores,
+    )
