@@ -126,7 +126,9 @@ def main() -> None:
             LabelledQuery(e.query, d.id) for e in task.examples if (d := example_document(ctx.session, task, e))
         ]
         from ferret.core.llm.factory import build_backend
-        from ferret.core.pipeline.stages import filter_stage, generate_stage, guard_stage, index_stage, train_stage
+        from ferret.core.pipeline.stages import generate_stage, guard_stage, index_stage, length_bounds, train_stage
+        from ferret.core.synth.filters import FilterConfig, apply_filters
+        from ferret.core.synth.retrievers import SearcherRetriever
         from ferret.core.pipeline.state import PipelineState
 
         pipeline = PipelineConfig(
@@ -141,7 +143,17 @@ def main() -> None:
             llm.close()
         run = get_run(ctx.session, state.run_id or 0)
         started = time.perf_counter()
-        state = filter_stage(ctx.session, ctx.settings, state)
+        # The pipeline's filters (length, copy, duplicate, round trip by the base model at K), the round trip read
+        # from the base index rather than from a second embedding of the corpus (the same ranking, MaxP).
+        base_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, registry.ensure_base(), console.print)
+        filters = apply_filters(
+            ctx.session, run,
+            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, mode="dense", depth=args.round_trip_k,
+                                                      index_version=base_index),
+                         round_trip_k=args.round_trip_k, **length_bounds(task)),
+        )  # fmt: skip
+        ctx.session.commit()
+        state = state.advance("filter", time.perf_counter() - started, filters=filters.as_dict())
         console.print(
             f"generation run {run.id}: {run.counters}; filters {state.filters} ({time.perf_counter() - started:.0f} s)"
         )

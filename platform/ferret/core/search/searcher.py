@@ -90,6 +90,30 @@ def dedupe_by_document(hits: Sequence[SearchHit], k: int) -> list[SearchResult]:
     return results
 
 
+def fused_search(
+    backend: IndexBackend, target: str, requests: Sequence[SearchRequest], fusion: Fusion
+) -> list[list[SearchHit]]:
+    """Hybrid requests as two first-stage queries each (dense and BM25, the prefetch depth deep, each with the
+    access filter inside Qdrant's query), fused here: Qdrant fuses by rank only (RRF, DBSF), not by a weighted
+    combination of normalised scores (``ferret.core.search.fusion``). Other modes pass through."""
+    batch: list[SearchRequest] = []
+    for request in requests:
+        if request.mode == "hybrid":
+            batch.append(replace(request, mode="dense", limit=request.candidates))
+            batch.append(replace(request, mode="sparse", limit=request.candidates))
+        else:
+            batch.append(request)
+    answers = iter(backend.search_batch(target, batch) if len(batch) > 1 else [backend.search(target, batch[0])])
+    hits = []
+    for request in requests:
+        if request.mode == "hybrid":
+            dense, sparse = next(answers), next(answers)
+            hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k))
+        else:
+            hits.append(next(answers))
+    return hits
+
+
 class Searcher:
     def __init__(self, settings: FerretSettings, backend: IndexBackend, sessions: SessionSource) -> None:
         self.settings = settings
@@ -207,27 +231,7 @@ class Searcher:
         return self.backend.search_batch(target, requests)
 
     def _query_fused(self, target: str, requests: list[SearchRequest], fusion: Fusion) -> list[list[SearchHit]]:
-        """Hybrid requests as two first-stage queries each (dense and BM25, the prefetch depth deep, each with the
-        access filter inside Qdrant's query), fused here: Qdrant fuses by rank only (RRF, DBSF), not by a weighted
-        combination of normalised scores (``ferret.core.search.fusion``)."""
-        batch: list[SearchRequest] = []
-        for request in requests:
-            if request.mode == "hybrid":
-                batch.append(replace(request, mode="dense", limit=request.candidates))
-                batch.append(replace(request, mode="sparse", limit=request.candidates))
-            else:
-                batch.append(request)
-        answers = iter(
-            self.backend.search_batch(target, batch) if len(batch) > 1 else [self.backend.search(target, batch[0])]
-        )
-        hits = []
-        for request in requests:
-            if request.mode == "hybrid":
-                dense, sparse = next(answers), next(answers)
-                hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k))
-            else:
-                hits.append(next(answers))
-        return hits
+        return fused_search(self.backend, target, requests, fusion)
 
     def search_many(
         self,
