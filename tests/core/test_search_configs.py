@@ -1,0 +1,213 @@
+"""Search configurations over a real embedded index: explicit and active configurations, promotion and rollback as
+one unit, missing pieces named in one sentence while the active configuration keeps serving, and the label-free
+pieces around them (fusion tuning, the configuration guard, the reranker's pair count and negatives)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy.orm import Session
+
+from ferret.connectors.filesystem.connector import FilesystemConnector
+from ferret.core.corpus.ingest import Ingestor
+from ferret.core.db.corpus import create_corpus
+from ferret.core.db.engine import session_scope
+from ferret.core.db.migrate import upgrade
+from ferret.core.db.model_version import create_model_version
+from ferret.core.db.models import Corpus, ModelVersion
+from ferret.core.db.search_config import active_search_config, create_search_config, list_search_configs
+from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.rerank.training import RerankerTrainingConfig, check_pair_count, mine_negatives
+from ferret.core.search.configuration import (
+    base_plan,
+    forget_active,
+    plan_by_name,
+    promote_config,
+    rollback_config,
+)
+from ferret.core.search.fusion import Fusion
+from ferret.core.search.searcher import Searcher
+from ferret.core.search.tuning import Evidence, choose_fusion
+from ferret.core.settings import FerretSettings
+from ferret.core.training.config_guard import judge, split_evidence
+from ferret.core.training.guard import LabelledQuery
+
+FILES = {
+    "volcano.txt": "Volcano eruptions push magma, lava and ash through the crust of the earth.",
+    "tectonics.txt": "Plate tectonics explains earthquakes and mountains; magma rises where plates part.",
+    "espresso.txt": "Espresso coffee is brewed by forcing hot water through finely ground beans.",
+    "tea.txt": "Green tea is steeped in water below boiling so that the leaves do not turn bitter.",
+    "leave.txt": "Parental leave lasts sixteen weeks at full salary for every employee.",
+}
+
+
+@dataclass
+class Home:
+    settings: FerretSettings
+    session: Session
+    backend: EdgeIndexBackend
+    corpus: Corpus
+    base: ModelVersion
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory, encoder: DualEncoder) -> Iterator[Home]:
+    root = tmp_path_factory.mktemp("configs-home")
+    settings = FerretSettings(home=root)
+    settings.ensure_home()
+    upgrade(settings.database_url)
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in FILES.items():
+        (docs / name).write_text(text)
+    with session_scope(settings.database_url) as session:
+        corpus = create_corpus(session, "kb", max_passage_tokens=64, passage_overlap_tokens=8)
+        Ingestor(session, settings, backend, corpus).run(FilesystemConnector(root=str(docs)))
+        base = ModelRegistry(session, settings).ensure_base()
+        versions = VersionedCollection(session, settings, backend, corpus)
+        versions.promote(versions.build(base))
+        yield Home(settings, session, backend, corpus, base)
+    backend.close()
+
+
+def top(home: Home, query: str, selector: str | None = None) -> list[str]:
+    plan = plan_by_name(home.session, home.corpus, selector) if selector else None
+    return [r.external_id for r in Searcher(home.session, home.settings, home.backend).search("kb", query, plan=plan)]
+
+
+def test_configurations_are_versioned_promoted_and_rolled_back_as_one_unit(home: Home) -> None:
+    forget_active()
+    query = "magma water"
+    bm25_only = create_search_config(home.session, home.corpus, home.base, Fusion("convex", 0.0).to_json())
+    dense_only = create_search_config(home.session, home.corpus, home.base, Fusion("convex", 1.0).to_json())
+    home.session.commit()
+    assert [c.version for c in list_search_configs(home.session, home.corpus)][-2:] == [
+        bm25_only.version,
+        dense_only.version,
+    ]
+    base_order = top(home, query, "base")
+    assert top(home, query) == base_order  # no active configuration: RRF over the active index
+
+    promote_config(home.session, home.settings, home.backend, home.corpus, bm25_only)
+    assert active_search_config(home.session, home.corpus) == bm25_only
+    assert top(home, query) == top(home, query, str(bm25_only.version))
+    assert top(home, query, "base") == base_order  # the base configuration stays searchable for comparisons
+
+    promote_config(home.session, home.settings, home.backend, home.corpus, dense_only)
+    assert top(home, query) == top(home, query, str(dense_only.version))
+    assert rollback_config(home.session, home.settings, home.backend, home.corpus) == bm25_only
+    assert active_search_config(home.session, home.corpus) == bm25_only
+    assert not dense_only.active
+
+
+def test_an_unknown_configuration_is_a_clear_error(home: Home) -> None:
+    with pytest.raises(NotFoundError, match="no search configuration 999"):
+        plan_by_name(home.session, home.corpus, "999")
+    with pytest.raises(InvalidInputError, match="'base' or a version number"):
+        plan_by_name(home.session, home.corpus, "latest")
+
+
+def test_missing_reranker_files_are_named_and_the_active_configuration_keeps_serving(
+    home: Home, tmp_path: Path
+) -> None:
+    forget_active()
+    serving = create_search_config(home.session, home.corpus, home.base, Fusion().to_json())
+    promote_config(home.session, home.settings, home.backend, home.corpus, serving)
+    before = top(home, "espresso coffee")
+    reranker = create_model_version(home.session, "rr-missing", str(tmp_path / "nowhere"), 1)
+    broken = create_search_config(
+        home.session, home.corpus, home.base, Fusion().to_json(), reranker=reranker, rerank_depth=10
+    )
+    home.session.commit()
+
+    with pytest.raises(ConflictError, match="reranker 'rr-missing' are missing"):
+        plan_by_name(home.session, home.corpus, str(broken.version))
+    with pytest.raises(ConflictError, match="rr-missing"):
+        promote_config(home.session, home.settings, home.backend, home.corpus, broken)
+    assert active_search_config(home.session, home.corpus) == serving
+    assert top(home, "espresso coffee") == before
+
+    # a reranker that disappears after promotion: the active configuration serves its first stage
+    broken.active, serving.active = True, False
+    home.session.commit()
+    forget_active()
+    assert top(home, "espresso coffee")[0] == "espresso.txt"
+    broken.active, serving.active = False, True
+    home.session.commit()
+    forget_active()
+
+
+def test_a_deleted_model_is_named(home: Home) -> None:
+    gone = create_model_version(home.session, "retriever-gone", home.base.path, home.base.dimension)
+    config = create_search_config(home.session, home.corpus, gone, Fusion().to_json())
+    home.session.commit()
+    home.session.delete(gone)
+    home.session.commit()
+    home.session.refresh(config)
+    assert config.retriever_id is None and config.retriever_name == "retriever-gone"
+    with pytest.raises(ConflictError, match="model 'retriever-gone', which was deleted"):
+        plan_by_name(home.session, home.corpus, str(config.version))
+
+
+def test_fusion_is_tuned_only_with_enough_evidence(home: Home) -> None:
+    searcher = Searcher(home.session, home.settings, home.backend)
+    plan = base_plan(home.session, home.corpus)
+    ids = {r.external_id: r.document_id for r in searcher.search("kb", "espresso tea volcano leave magma", k=10)}
+    thin = choose_fusion(searcher, plan, Evidence([LabelledQuery("espresso coffee", ids["espresso.txt"])], []))
+    assert thin.fusion == Fusion() and "1 labelled queries" in thin.reason and "RRF kept" in thin.reason
+    queries = [
+        ("magma rises where plates part", "tectonics.txt"),
+        ("volcano lava ash", "volcano.txt"),
+        ("brewing espresso", "espresso.txt"),
+        ("steeping green tea", "tea.txt"),
+        ("parental leave salary", "leave.txt"),
+        ("coffee beans ground", "espresso.txt"),
+    ]
+    evidence = Evidence([LabelledQuery(q, ids[d]) for q, d in queries], [])
+    choice = choose_fusion(searcher, plan, evidence)
+    assert choice.queries == 6 and set(choice.scores) == {"rrf", *(f"{a / 10:.1f}" for a in range(11))}
+    assert choice.scores["rrf"] == pytest.approx(1.0)  # every labelled document first: nothing to gain over RRF
+    assert choice.fusion == Fusion()
+
+
+def test_the_configuration_guard_keeps_the_model_guards_rules() -> None:
+    examples = [LabelledQuery("e", 1)]
+    few = Evidence(examples, [LabelledQuery(f"q{i}", i) for i in range(10)])
+    many = Evidence(examples, [LabelledQuery(f"q{i}", i) for i in range(60)])
+    ones, halves = np.ones(61), np.full(61, 0.5)
+    assert "only 10 held-out queries" in judge(ones[:11], halves[:11], few).reason
+    assert judge(ones, halves, many).passed
+    assert "does not beat" in judge(halves, ones, many).reason
+    noisy = np.concatenate([[1.0], np.tile([1.0, 0.0], 30)])
+    reference = np.concatenate([[1.0], np.tile([0.0, 0.97], 30)])
+    assert "not sure" in judge(noisy, reference, many, min_gain=0.0).reason
+    worse_examples = ones.copy()
+    worse_examples[0] = 0.0
+    assert "examples fell" in judge(worse_examples, halves, many).reason
+
+
+def test_guard_and_tuning_read_different_held_out_queries() -> None:
+    held = [LabelledQuery(f"query number {i}", i) for i in range(200)]
+    tuning, guarding = split_evidence([LabelledQuery("e", 0)], held)
+    assert {q.text for q in tuning.synthetic}.isdisjoint({q.text for q in guarding.synthetic})
+    assert len(tuning.synthetic) + len(guarding.synthetic) == 200
+    assert 60 < len(guarding.synthetic) < 140
+    assert tuning.examples == guarding.examples
+
+
+def test_a_reranker_needs_enough_pairs_and_skips_the_top_ranks() -> None:
+    with pytest.raises(InvalidInputError, match="Only 150 kept synthetic pairs; a reranker needs at least 200"):
+        check_pair_count(150)
+    config = RerankerTrainingConfig(negatives=3, skip_top=2, mine_depth=8)
+    mined = mine_negatives([[1, 2, 3, 4, 5, 6, 7, 8, 9]], [4], config)[0]
+    assert len(mined) == 3 and set(mined) <= {3, 5, 6, 7, 8}
+    assert mine_negatives([[1, 2, 3, 4, 5, 6, 7, 8, 9]], [4], config) == [mined]  # seeded
