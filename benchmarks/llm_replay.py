@@ -67,9 +67,9 @@ def _backends() -> tuple[type, type]:
 
 def _generate(home: Path, task_name: str, backend: Any, args: argparse.Namespace) -> None:
     os.environ["FERRET_HOME"] = str(home)
-    from ferret.core.cli.context import app_context
     from ferret.core.db.task import get_task
     from ferret.core.synth.generation import generate
+    from ferret.runtime.context import app_context
 
     with app_context() as ctx:
         run = generate(

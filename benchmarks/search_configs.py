@@ -69,14 +69,13 @@ def main() -> None:
     from rich.table import Table
 
     from ferret.connectors.beir.connector import BeirConnector
-    from ferret.connectors.beir.loader import load_qrels, load_queries
-    from ferret.core.cli.context import app_context
     from ferret.core.corpus.ingest import Ingestor
     from ferret.core.db.corpus import get_or_create_corpus
     from ferret.core.db.model_version import find_model_version
     from ferret.core.db.synthetic import document_texts, get_run
     from ferret.core.db.task import example_document, find_task
     from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.eval.beir import load_qrels, load_queries
     from ferret.core.eval.evaluate import corpus_name_for, ensure_index
     from ferret.core.eval.metrics import evaluate_run
     from ferret.core.pipeline.promptagator import PipelineConfig
@@ -90,6 +89,7 @@ def main() -> None:
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
     from ferret.core.training.config_guard import run_config_guard, split_evidence
     from ferret.core.training.guard import LabelledQuery
+    from ferret.runtime.context import app_context
 
     torch.set_num_threads(args.threads)
     console = Console(width=160)
@@ -127,9 +127,9 @@ def main() -> None:
         ]
         from ferret.core.llm.factory import build_backend
         from ferret.core.pipeline.stages import generate_stage, guard_stage, index_stage, length_bounds, train_stage
+        from ferret.core.pipeline.state import PipelineState
         from ferret.core.synth.filters import FilterConfig, apply_filters
         from ferret.core.synth.retrievers import SearcherRetriever
-        from ferret.core.pipeline.state import PipelineState
 
         pipeline = PipelineConfig(
             queries_per_doc=args.queries_per_doc, max_documents=args.max_documents, promote="never",
@@ -267,9 +267,11 @@ def main() -> None:
                 t0 = time.perf_counter()
                 searcher.search_many(corpus_name, [text], k=10, mode=mode, plan=plan)  # type: ignore[arg-type]
                 latencies.append(1000 * (time.perf_counter() - t0))
-            row = {"name": name, **{m: round(v, 2) for m, v in evaluate_run(run_, qrels).items()},
-                   "p50_ms": round(statistics.median(latencies), 1), "batch_seconds": round(seconds, 1),
-                   "fusion": plan.fusion.describe(), "reranker_depth": plan.rerank_depth if plan.reranker else 0}  # fmt: skip
+            row: dict[str, Any] = {"name": name, **{m: round(v, 2) for m, v in evaluate_run(run_, qrels).items()}}
+            row["p50_ms"] = round(statistics.median(latencies), 1)
+            row["batch_seconds"] = round(seconds, 1)
+            row["fusion"] = plan.fusion.describe()
+            row["reranker_depth"] = plan.rerank_depth if plan.reranker else 0
             if name == promoted:
                 row["promoted"] = True
             console.print(row)

@@ -7,11 +7,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ferret.runtime.context import app_context
 from ferret.cli.render import console
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
 from ferret.core.search.configuration import describe, promote_config, rollback_config
+from ferret.runtime.context import app_context
 
 config_app = typer.Typer(
     help="Search configurations: retriever, fusion and reranker as one unit.", no_args_is_help=True
