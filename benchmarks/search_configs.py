@@ -59,6 +59,7 @@ def main() -> None:
     parser.add_argument("--depths", default="10,20,50")
     parser.add_argument("--latency-queries", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
     parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -75,11 +76,11 @@ def main() -> None:
     from ferret.core.db.synthetic import document_texts, get_run
     from ferret.core.db.task import example_document, find_task
     from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.errors import InvalidInputError
     from ferret.core.eval.beir import load_qrels, load_queries
     from ferret.core.eval.evaluate import corpus_name_for, ensure_index
     from ferret.core.eval.metrics import evaluate_run
-    from ferret.core.pipeline.promptagator import PipelineConfig
-    from ferret.core.pipeline.stages import _passage_texts, held_out_queries, is_held_out
+    from ferret.core.pipeline.promptagator.state import PipelineConfig
     from ferret.core.rerank.cross_encoder import load_reranker
     from ferret.core.rerank.stage import register_reranker, reranker_groups, train_reranker
     from ferret.core.rerank.training import RerankerTrainingConfig, write_groups
@@ -89,6 +90,7 @@ def main() -> None:
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
     from ferret.core.training.config_guard import run_config_guard, split_evidence
     from ferret.core.training.guard import LabelledQuery
+    from ferret.core.training.guard_evidence import held_out_queries, is_held_out, passage_texts
     from ferret.runtime.context import app_context
 
     torch.set_num_threads(args.threads)
@@ -125,10 +127,12 @@ def main() -> None:
         labelled_examples = [
             LabelledQuery(e.query, d.id) for e in task.examples if (d := example_document(ctx.session, task, e))
         ]
+        from ferret.core.db.synthetic import latest_run
         from ferret.core.llm.factory import build_backend
-        from ferret.core.pipeline.stages import generate_stage, guard_stage, index_stage, length_bounds, train_stage
-        from ferret.core.pipeline.state import PipelineState
-        from ferret.core.synth.filters import FilterConfig, apply_filters
+        from ferret.core.pipeline.declaration import StageContext
+        from ferret.core.pipeline.promptagator.stages import generate_stage, guard_stage, index_stage, train_stage
+        from ferret.core.pipeline.promptagator.state import PipelineState
+        from ferret.core.synth.filters import FilterConfig, apply_filters, length_bounds
         from ferret.core.synth.retrievers import SearcherRetriever
 
         pipeline = PipelineConfig(
@@ -136,11 +140,16 @@ def main() -> None:
             model_name=RETRIEVER, seed=args.seed, round_trip_k=args.round_trip_k,
         )  # fmt: skip
         state = PipelineState.start(task, pipeline, model_name=RETRIEVER, reference_model="base")
-        llm = build_backend(ctx.settings)  # loads the generator only if queries are missing
-        try:
-            state = generate_stage(ctx.session, state, llm)
-        finally:
-            llm.close()
+        stage_context = StageContext(ctx.session, ctx.settings, index_backend=ctx.backend)
+        previous = latest_run(ctx.session, task)
+        if args.no_generate and previous is not None:
+            state = state.advance("generate", 0.0, run_id=previous.id)  # an earlier (perhaps partial) run, as it is
+        else:
+            stage_context.llm_backend = build_backend(ctx.settings)  # loaded only if queries are missing
+            try:
+                state = generate_stage(stage_context, state)
+            finally:
+                stage_context.llm_backend.close()
         run = get_run(ctx.session, state.run_id or 0)
         started = time.perf_counter()
         # The pipeline's filters (length, copy, duplicate, round trip by the base model at K), the round trip read
@@ -160,11 +169,10 @@ def main() -> None:
         report["filters"] = state.filters
         retriever = find_model_version(ctx.session, RETRIEVER)
         if retriever is None and args.train_retriever:
-            for stage in (train_stage, guard_stage):
-                state = stage(ctx.session, ctx.settings, state)
-            state = index_stage(ctx.session, ctx.settings, ctx.backend, state)
+            for stage in (train_stage, guard_stage, index_stage):
+                state = stage(stage_context, state)
             retriever = registry.get(RETRIEVER)
-        passages = _passage_texts(document_texts(ctx.session, corpus))
+        passages = passage_texts(document_texts(ctx.session, corpus))
         held = held_out_queries(ctx.session, run, task, passages, pipeline.held_out_fraction, pipeline.seed)
         tuning, guarding = split_evidence(labelled_examples, held, seed=args.seed)
         console.print(
@@ -200,47 +208,49 @@ def main() -> None:
         plans[first] = (tuned, "hybrid")
 
         reranker_model = find_model_version(ctx.session, RERANKER)
-        if reranker_model is None and (args.reranker_dir or not args.export_groups):
+        if reranker_model is None:
             config = RerankerTrainingConfig(seed=args.seed)
-            groups = reranker_groups(
-                ctx.session, searcher, corpus, run, tuned,
-                held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed), config=config,
-            )  # fmt: skip
-            if args.reranker_dir:
+            try:
+                groups = reranker_groups(
+                    ctx.session, searcher, corpus, run, tuned,
+                    held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed), config=config,
+                )  # fmt: skip
+            except InvalidInputError as error:  # too few kept pairs: the reranker is refused, the rows say so
+                console.print(f"[yellow]no reranker:[/] {error}")
+                report["notes"].append(f"no reranker: {error}")
+                groups = []
+            if groups and args.reranker_dir:
                 reranker_model = register_reranker(
-                    ctx.session,
-                    RERANKER,
-                    args.reranker_dir.resolve(),
-                    training={"groups": len(groups), "where": "external"},
-                )
-            else:
+                    ctx.session, RERANKER, args.reranker_dir.resolve(),
+                    training={"groups": len(groups), "where": "external", "config": config.to_json()},
+                )  # fmt: skip
+                ctx.session.commit()
+            elif groups and args.export_groups:
+                write_groups(args.export_groups, groups)
+                console.print(f"wrote {len(groups)} training groups to {args.export_groups}; train them and rerun")
+                return
+            elif groups:
                 reranker_model = train_reranker(ctx.session, ctx.settings, groups, RERANKER, config)
-            ctx.session.commit()
-        elif reranker_model is None:
-            config = RerankerTrainingConfig(seed=args.seed)
-            groups = reranker_groups(
-                ctx.session, searcher, corpus, run, tuned,
-                held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed), config=config,
-            )  # fmt: skip
-            write_groups(args.export_groups, groups)
-            console.print(f"wrote {len(groups)} training groups to {args.export_groups}; train them and rerun")
-            return
+                ctx.session.commit()
         depths = [int(d) for d in args.depths.split(",") if d]
-        reranker = load_reranker(reranker_model.path, name=reranker_model.name)
-        weight = choose_rerank_weight(searcher, corpus_name, tuned, reranker, DEFAULT_RERANK_DEPTH, tuning)
-        console.print(f"reranker weight: {weight.reason}")
-        report["notes"].append(f"reranker weight: {weight.as_dict()}")
+        full = first
+        if reranker_model is not None:
+            reranker = load_reranker(reranker_model.path, name=reranker_model.name)
+            weight = choose_rerank_weight(searcher, corpus_name, tuned, reranker, DEFAULT_RERANK_DEPTH, tuning)
+            console.print(f"reranker weight: {weight.reason}")
+            report["notes"].append(f"reranker weight: {weight.as_dict()}")
 
-        def reranked(depth: int) -> SearchPlan:
-            return SearchPlan(
-                tuned.collection, tuned.model_path, tuned.fusion, reranker, depth, weight.weight,
-                label=f"+reranker@{depth}",
-            )  # fmt: skip
+            def reranked(depth: int) -> SearchPlan:
+                return SearchPlan(
+                    tuned.collection, tuned.model_path, tuned.fusion, reranker, depth, weight.weight,
+                    label=f"+reranker@{depth}",
+                )  # fmt: skip
 
-        plans[f"+ reranker (depth {DEFAULT_RERANK_DEPTH})"] = (reranked(DEFAULT_RERANK_DEPTH), "hybrid")
+            full = f"+ reranker (depth {DEFAULT_RERANK_DEPTH})"
+            plans[full] = (reranked(DEFAULT_RERANK_DEPTH), "hybrid")
 
         # -- the guard: the fullest configuration that passes against the untrained default -----------------------
-        guard_rows = [f"+ reranker (depth {DEFAULT_RERANK_DEPTH})", first, "base + fusion from examples"]
+        guard_rows = list(dict.fromkeys([full, first, "base + fusion from examples"]))
         promoted, decisions = None, {}
         for name in guard_rows:
             verdict = run_config_guard(searcher, corpus_name, plans[name][0], base, guarding)
@@ -281,7 +291,7 @@ def main() -> None:
         promoted_row = next(r for r in rows if r["name"] == promoted)
         rows.append({**promoted_row, "name": f"guard-promoted: {promoted}", "promoted": True})
         promoted_row.pop("promoted", None)
-        for depth in depths:
+        for depth in depths if reranker_model is not None else []:
             if depth != DEFAULT_RERANK_DEPTH:
                 rows.append(evaluate(f"+ reranker (depth {depth})", reranked(depth), "hybrid"))
         report["rows"] = rows

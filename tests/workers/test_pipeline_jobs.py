@@ -80,7 +80,7 @@ def test_pipeline_runs_through_the_queues(session: Session, workers: Any, facts:
     assert job.attempts == 5 and job.progress == 1.0 and job.stage == "index"
     assert job.celery_id == f"ferret-job-{job_id}-generate"
     assert job.result is not None and job.result["promoted"] and job.result["model_name"] == f"facts-task-job{job_id}"
-    assert job.result["stages_done"] == ["generate", "filter", "train", "guard", "index"]
+    assert job.result["stages_done"] == ["generate", "filter", "train", "guard", "index", "configure"]
     # Each stage ran on the worker of its queue.
     assert "ferret.pipeline.generate" in llm.tail(400) and "ferret.pipeline.train" not in llm.tail(400)
     assert "ferret.pipeline.filter" in cpu.tail(400)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, cast
+from typing import Annotated, Any, Literal, cast
 
 import typer
 from rich.table import Table
@@ -118,4 +118,24 @@ def print_result(result: PipelineResult) -> None:
             f"not promoted; to use it anyway: ferret index build --corpus {result.run.task.corpus.name} "
             f"--model {result.model.name} --promote"
         )
+    print_search_config(result.search_config)
     console.print("seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in result.seconds.items()))
+
+
+def print_search_config(outcome: dict[str, Any] | None) -> None:
+    """The configuration stage's outcome: what was tuned, and the configuration guard's decision."""
+    if not outcome:
+        return
+    if "skipped" in outcome:
+        console.print(f"search configuration: not tuned ({outcome['skipped']})")
+        return
+    fusion = outcome.get("fusion", {})
+    console.print(
+        f"search configuration {outcome.get('version')}: retriever {outcome.get('retriever')}; {fusion.get('reason')}"
+    )
+    if reranker := outcome.get("reranker"):
+        console.print(f"  reranker: {reranker.get('refused') or reranker.get('reason')}")
+    guard = outcome.get("guard", {})
+    verdict = "[green]passed[/]" if guard.get("passed") else "[yellow]refused[/]"
+    state = "promoted" if outcome.get("promoted") else "not promoted"
+    console.print(f"  configuration guard {verdict} against {guard.get('reference')}: {guard.get('reason')}; {state}")

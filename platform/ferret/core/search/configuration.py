@@ -91,6 +91,16 @@ def base_plan(session: Session, corpus: Corpus) -> SearchPlan:
     return SearchPlan(collection=index.collection, model_path=model.path, label="base")
 
 
+def default_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
+    """What search runs when a corpus has no active configuration: RRF over its active index version."""
+    from ferret.core.db.index_version import active_index_version
+
+    index = active_index_version(session, corpus)
+    if index is None:
+        return None
+    return SearchPlan(index.collection, index.model_version.path, label=f"rrf over {index.model_version.name}")
+
+
 def active_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
     """The active configuration's plan, cached for a couple of seconds per process (search runs one small query
     per corpus at most that often). A broken active configuration (a reranker's files deleted after promotion)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -45,6 +46,8 @@ class PipelineResult:
     index_version: IndexVersion | None
     promoted: bool
     seconds: dict[str, float] = field(default_factory=dict)
+    search_config: dict[str, Any] | None = None
+    """The configuration stage's outcome (``configure.configure_stage``)."""
 
 
 def pipeline_result(session: Session, state: PipelineState) -> PipelineResult:
@@ -60,6 +63,7 @@ def pipeline_result(session: Session, state: PipelineState) -> PipelineResult:
         index_version=index_version,
         promoted=state.promoted,
         seconds=dict(state.seconds),
+        search_config=state.search_config,
     )
 
 

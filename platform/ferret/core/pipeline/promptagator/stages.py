@@ -267,6 +267,13 @@ def job_result(state: PipelineState, done: Sequence[str]) -> dict[str, Any]:
     return {**state.to_json(), "stages_done": list(done)}
 
 
+def _configure(context: StageContext, state: PipelineState) -> PipelineState:
+    """The configuration stage (``configure``), imported when it runs: it pulls in the reranker's modules."""
+    from ferret.core.pipeline.promptagator.configure import configure_stage
+
+    return configure_stage(context, state)
+
+
 PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
     kind=JOB_PIPELINE,
     stages=(
@@ -275,6 +282,7 @@ PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
         Stage("train", train_stage, WorkerQueue.GPU),
         Stage("guard", guard_stage, WorkerQueue.GPU),
         Stage("index", index_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
+        Stage("configure", _configure, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
     ),
     load=PipelineState.from_json,
     dump=PipelineState.to_json,

@@ -55,6 +55,12 @@ class PipelineConfig:
     promote: PromoteMode = "auto"
     model_name: str | None = None
     seed: int = 13
+    configure: bool = True
+    """Issue 12: after the index stage, tune a search configuration (fusion weight from the task's evidence) around
+    the retriever and let the configuration guard decide whether it replaces the active one."""
+    reranker: bool = False
+    """Also train a cross-encoder reranker on the kept pairs (at least 200) for the configuration; off by default,
+    since on 2 CPU cores its training takes minutes (the gpu queue runs it in seconds)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -115,6 +121,8 @@ class PipelineState:
     guard: dict[str, Any] | None = None
     promoted: bool = False
     index_version_id: int | None = None
+    search_config: dict[str, Any] | None = None
+    """The configuration stage's outcome: the configuration's version, its parts, the guard's decision."""
     seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod

@@ -1,0 +1,127 @@
+"""The configuration stage (issue 12): the unit of promotion is a search system, not a model.
+
+After the index stage, the pipeline tunes a search configuration around its retriever (the trained model when its
+index exists, else the base model): the fusion weight from the task's evidence (``ferret.core.search.tuning``),
+optionally a cross-encoder reranker trained on the kept pairs. The configuration guard compares it, by searching,
+with what is active (the active configuration, else the untrained default) on held-out queries it was not tuned on,
+and the configuration is promoted as one unit when the guard passes (``promote: auto``), or always (``force``).
+A redelivered stage finds the configuration carrying the pipeline's key and reuses it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from ferret.core.db.index_version import live_index_versions
+from ferret.core.db.model_version import find_model_version
+from ferret.core.db.models import Corpus, ModelVersion, SearchConfig
+from ferret.core.db.search_config import create_search_config, list_search_configs
+from ferret.core.db.synthetic import document_texts, get_run
+from ferret.core.db.task import example_document
+from ferret.core.encoder.registry import BASE_MODEL_NAME
+from ferret.core.errors import InvalidInputError
+from ferret.core.pipeline.declaration import StageContext
+from ferret.core.pipeline.promptagator.state import PipelineState
+from ferret.core.rerank.cross_encoder import load_reranker
+from ferret.core.rerank.stage import reranker_groups, train_reranker
+from ferret.core.rerank.training import RerankerTrainingConfig
+from ferret.core.search.configuration import (
+    DEFAULT_RERANK_DEPTH,
+    SearchPlan,
+    active_plan,
+    default_plan,
+    promote_config,
+)
+from ferret.core.search.searcher import Searcher
+from ferret.core.search.tuning import choose_fusion, choose_rerank_weight
+from ferret.core.training.config_guard import run_config_guard, split_evidence
+from ferret.core.training.guard import LabelledQuery
+from ferret.core.training.guard_evidence import held_out_queries, is_held_out, passage_texts
+
+
+def _retriever(session: Session, corpus: Corpus, name: str) -> tuple[ModelVersion, SearchPlan]:
+    """The pipeline's model when it has a live index of the corpus, else the base model."""
+    for candidate in (name, BASE_MODEL_NAME):
+        model = find_model_version(session, candidate)
+        if model is None:
+            continue
+        live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
+        if live:
+            index = max(live, key=lambda v: v.version)
+            return model, SearchPlan(index.collection, model.path, label=model.name)
+    raise InvalidInputError(f"Corpus {corpus.name!r} has no live index to configure search on.")
+
+
+def _own_config(session: Session, corpus: Corpus, key: str) -> SearchConfig | None:
+    return next((c for c in list_search_configs(session, corpus) if c.evidence.get("key") == key), None)
+
+
+def configure_stage(context: StageContext, state: PipelineState) -> PipelineState:
+    started = time.perf_counter()
+    config = state.config
+    if not config.configure or state.run_id is None:
+        return state
+    session, settings, status = context.session, context.settings, context.progress
+    run = get_run(session, state.run_id)
+    task = run.task
+    corpus = task.corpus
+    if (found := _own_config(session, corpus, state.key)) is not None:  # a redelivery
+        return state.advance("configure", time.perf_counter() - started, search_config=dict(found.evidence))
+    searcher = Searcher(session, settings, context.backend)
+    reference = active_plan(session, corpus) or default_plan(session, corpus)
+    if reference is None:  # nothing is indexed yet: there is no search to configure
+        skipped = {"skipped": f"corpus {corpus.name!r} has no active index"}
+        return state.advance("configure", time.perf_counter() - started, search_config=skipped)
+    model, first = _retriever(session, corpus, state.model_name)
+    examples = [
+        LabelledQuery(e.query, d.id) for e in task.examples if (d := example_document(session, task, e)) is not None
+    ]
+    texts = passage_texts(document_texts(session, corpus))
+    held = held_out_queries(session, run, task, texts, config.held_out_fraction, config.seed)
+    tuning, guarding = split_evidence(examples, held, seed=config.seed)
+    status("configure: fusion weight", 0.0)
+    fusion = choose_fusion(searcher, first, tuning)
+    candidate = replace(first, fusion=fusion.fusion)
+    evidence: dict[str, Any] = {"key": state.key, "fusion": fusion.as_dict(), "retriever": model.name}
+    reranker = None
+    if config.reranker:
+        status("configure: reranker", 0.3)
+        training = RerankerTrainingConfig(seed=config.seed)
+        try:
+            groups = reranker_groups(
+                session, searcher, corpus, run, candidate,
+                held_out=lambda d: is_held_out(d, config.held_out_fraction, config.seed), config=training,
+            )  # fmt: skip
+            reranker = train_reranker(session, settings, groups, f"{state.model_name}-reranker", training)
+            weight = choose_rerank_weight(
+                searcher, corpus.name, candidate, load_reranker(reranker.path, name=reranker.name),
+                DEFAULT_RERANK_DEPTH, tuning,
+            )  # fmt: skip
+            evidence["reranker"] = weight.as_dict()
+            candidate = replace(
+                candidate, reranker=load_reranker(reranker.path, name=reranker.name),
+                rerank_depth=DEFAULT_RERANK_DEPTH, rerank_weight=weight.weight,
+            )  # fmt: skip
+        except InvalidInputError as error:  # too few kept pairs: no reranker, and the configuration says why
+            evidence["reranker"] = {"refused": str(error)}
+    status("configure: guard", 0.7)
+    verdict = run_config_guard(searcher, corpus.name, candidate, reference, guarding)
+    evidence["guard"] = {**verdict.as_dict(), "reference": reference.label}
+    row = create_search_config(
+        session, corpus, model, candidate.fusion.to_json(), reranker=reranker,
+        rerank_depth=candidate.rerank_depth, rerank_weight=candidate.rerank_weight, evidence=evidence,
+        note=f"pipeline {state.model_name}",
+    )  # fmt: skip
+    session.commit()
+    promote = config.promote == "force" or (config.promote == "auto" and verdict.passed)
+    if promote:
+        promote_config(session, settings, context.backend, corpus, row)
+    evidence["version"], evidence["promoted"] = row.version, promote
+    row.evidence = dict(evidence)
+    session.commit()
+    status("configure: guard", 1.0)
+    return state.advance("configure", time.perf_counter() - started, search_config=evidence)
