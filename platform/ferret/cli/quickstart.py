@@ -13,17 +13,22 @@ import os
 import time
 from pathlib import Path
 
+from rich.table import Table
+
 from ferret.cli.pipeline_commands import print_result
 from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
 from ferret.core.corpus.ingest import Ingestor, IngestReport
-from ferret.core.db.corpus import get_or_create_corpus
+from ferret.core.db.corpus import get_corpus, get_or_create_corpus
+from ferret.core.db.search_config import active_search_config
 from ferret.core.db.task import find_task
 from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET, DEMO_TASK
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import load_queries
+from ferret.core.eval.configs import evaluate_plans
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
 from ferret.core.llm.factory import build_backend
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
+from ferret.core.search.configuration import base_plan, describe, plan_for
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec
 from ferret.runtime.context import AppContext, app_context
@@ -129,13 +134,6 @@ def _train(ctx: AppContext) -> str | None:
 
 def _compare_configurations(ctx: AppContext) -> None:
     """BM25, the untrained default and the configuration search now runs, on the demo questions."""
-    from rich.table import Table
-
-    from ferret.core.db.corpus import get_corpus
-    from ferret.core.db.search_config import active_search_config
-    from ferret.core.eval.configs import evaluate_plans
-    from ferret.core.search.configuration import base_plan, describe, plan_for
-
     corpus = get_corpus(ctx.session, DEMO_CORPUS)
     base = base_plan(ctx.session, corpus)
     plans = {"BM25": (base, "sparse"), "untrained default (base, RRF)": (base, "hybrid")}

@@ -51,6 +51,7 @@ class Reranker:
             torch.set_num_threads(threads)
         self.name = name or folder.name
         self.model = CrossEncoder(str(folder), num_labels=1, max_length=MAX_PAIR_TOKENS, device="cpu")
+        self.model.model.float().eval()  # weights may travel in fp16; CPU inference runs in fp32
 
     def score(self, query: str, passages: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
         if not passages:

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ferret.core.db.index_version import live_index_versions
+from ferret.core.db.index_version import active_index_version, live_index_versions
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig
-from ferret.core.db.search_config import active_search_config, list_search_configs, mark_active
+from ferret.core.db.search_config import active_search_config, get_search_config, list_search_configs, mark_active
 from ferret.core.encoder.registry import BASE_MODEL_NAME
-from ferret.core.errors import ConflictError, NotFoundError
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.cross_encoder import Reranker, load_reranker
@@ -93,8 +93,6 @@ def base_plan(session: Session, corpus: Corpus) -> SearchPlan:
 
 def default_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
     """What search runs when a corpus has no active configuration: RRF over its active index version."""
-    from ferret.core.db.index_version import active_index_version
-
     index = active_index_version(session, corpus)
     if index is None:
         return None
@@ -171,9 +169,6 @@ def rollback_config(session: Session, settings: FerretSettings, backend: IndexBa
 
 def plan_by_name(session: Session, corpus: Corpus, selector: str) -> SearchPlan:
     """An explicit configuration for a comparison: ``base`` (the untrained default) or a version number."""
-    from ferret.core.db.search_config import get_search_config
-    from ferret.core.errors import InvalidInputError
-
     if selector == "base":
         return base_plan(session, corpus)
     if not selector.isdigit():

@@ -36,6 +36,7 @@ from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
+from ferret.core.pipeline.promptagator.configure import configure_stage
 from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters, length_bounds
@@ -267,13 +268,6 @@ def job_result(state: PipelineState, done: Sequence[str]) -> dict[str, Any]:
     return {**state.to_json(), "stages_done": list(done)}
 
 
-def _configure(context: StageContext, state: PipelineState) -> PipelineState:
-    """The configuration stage (``configure``), imported when it runs: it pulls in the reranker's modules."""
-    from ferret.core.pipeline.promptagator.configure import configure_stage
-
-    return configure_stage(context, state)
-
-
 PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
     kind=JOB_PIPELINE,
     stages=(
@@ -282,7 +276,7 @@ PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
         Stage("train", train_stage, WorkerQueue.GPU),
         Stage("guard", guard_stage, WorkerQueue.GPU),
         Stage("index", index_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
-        Stage("configure", _configure, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
+        Stage("configure", configure_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
     ),
     load=PipelineState.from_json,
     dump=PipelineState.to_json,
