@@ -112,7 +112,6 @@ def main() -> None:
     from ferret.core.rerank.stage import register_reranker, reranker_groups, train_reranker
     from ferret.core.rerank.training import RerankerTrainingConfig, write_groups
     from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH, SearchPlan, base_plan
-    from ferret.core.search.searcher import Searcher
     from ferret.core.search.tuning import Evidence, choose_fusion, choose_rerank_weight
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
     from ferret.core.training.config_guard import run_config_guard, split_evidence
@@ -138,7 +137,7 @@ def main() -> None:
         Ingestor(ctx.session, ctx.settings, ctx.backend, corpus).run(BeirConnector(path=str(args.dataset), name="beir"))
         registry = ModelRegistry(ctx.session, ctx.settings)
         ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, registry.ensure_base(), console.print)
-        searcher = Searcher(ctx.session, ctx.settings, ctx.backend)
+        searcher = ctx.searcher
         base = base_plan(ctx.session, corpus)
 
         # -- the task and its generated queries (reused from the home) ----------------------------------------------

@@ -80,7 +80,9 @@ def test_gpu_workers_take_one_task_at_a_time_and_never_lose_one() -> None:
     assert gpu["broker_transport_options"]["visibility_timeout"] > 3600
     assert gpu["task_default_queue"] == Queue.GPU
     task = {stage: PROMPTAGATOR.stage(stage).task for stage in PROMPTAGATOR.stage_names}
-    assert task == {stage: f"ferret.pipeline.{stage}" for stage in ("generate", "filter", "train", "guard", "index", "configure")}
+    assert task == {
+        stage: f"ferret.pipeline.{stage}" for stage in ("generate", "filter", "train", "guard", "index", "configure")
+    }
     assert {QUEUE_OF_TASK[task[stage]] for stage in ("train", "guard", "index")} == {Queue.GPU}
     assert QUEUE_OF_TASK[task["generate"]] == Queue.LLM and QUEUE_OF_TASK[task["filter"]] == Queue.CPU
     assert QUEUE_OF_TASK["ferret.corpus.ingest_source"] == Queue.CPU

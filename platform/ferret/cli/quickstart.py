@@ -111,7 +111,7 @@ def _train(ctx: AppContext) -> str | None:
             def status(stage: str, fraction: float) -> None:
                 if stage not in bars:
                     bars[stage] = bar.add_task(stage, total=1.0)
-                bar.update(bars[stage], completed=fraction)  # type: ignore[arg-type]
+                bar.update(bars[stage], completed=fraction)
 
             result = run_pipeline(
                 ctx.session,
@@ -142,7 +142,7 @@ def _compare_configurations(ctx: AppContext) -> None:
         shown = describe(active)
         name = f"configuration {active.version}: {shown['retriever']}, {shown['fusion']}"
         plans[name] = (plan_for(ctx.session, corpus, active), "hybrid")
-    scores = evaluate_plans(Searcher(ctx.session, ctx.settings, ctx.backend), DEMO_CORPUS, DEMO_DATASET, plans)  # type: ignore[arg-type]
+    scores = evaluate_plans(ctx.searcher, DEMO_CORPUS, DEMO_DATASET, plans)
     table = Table(title="what search runs now, on the demo questions")
     for column in ("search", "nDCG@10", "R@100", "MRR@10"):
         table.add_column(column)

@@ -12,11 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, live_index_versions
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig
 from ferret.core.db.search_config import active_search_config, get_search_config, list_search_configs, mark_active
@@ -99,25 +102,28 @@ def default_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
     return SearchPlan(index.collection, index.model_version.path, label=f"rrf over {index.model_version.name}")
 
 
-def active_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
-    """The active configuration's plan, cached for a couple of seconds per process (search runs one small query
-    per corpus at most that often). A broken active configuration (a reranker's files deleted after promotion)
-    keeps serving its first stage, with the error in the log, rather than failing every search."""
+def active_plan(corpus_name: str, sessions: Callable[[], AbstractContextManager[Session]]) -> SearchPlan | None:
+    """The active configuration's plan, kept for a couple of seconds per process, so search runs one small query
+    per corpus at most that often (a promotion in another process is seen within that time). A broken active
+    configuration (a reranker's files deleted after promotion) keeps serving its first stage, with the error in the
+    log, rather than failing every search."""
     now = time.monotonic()
     with _ACTIVE_LOCK:
-        cached = _ACTIVE.get(corpus.name)
+        cached = _ACTIVE.get(corpus_name)
         if cached is not None and now - cached[0] < _ACTIVE_TTL_S:
             return cached[1]
-    config = active_search_config(session, corpus)
     plan: SearchPlan | None = None
-    if config is not None:
-        try:
-            plan = plan_for(session, corpus, config)
-        except ConflictError as error:
-            log.error("%s; serving the first stage of the active configuration without it", error)
-            plan = _first_stage_only(session, corpus, config)
+    with sessions() as session:
+        corpus = get_corpus(session, corpus_name)
+        config = active_search_config(session, corpus)
+        if config is not None:
+            try:
+                plan = plan_for(session, corpus, config)
+            except ConflictError as error:
+                log.error("%s; serving the first stage of the active configuration without it", error)
+                plan = _first_stage_only(session, corpus, config)
     with _ACTIVE_LOCK:
-        _ACTIVE[corpus.name] = (now, plan)
+        _ACTIVE[corpus_name] = (now, plan)
     return plan
 
 

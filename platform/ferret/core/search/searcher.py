@@ -249,7 +249,7 @@ class Searcher:
         configuration of the corpus, or plain RRF over the active index when the corpus has none."""
         search_mode = self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
         if plan is None and index_version is None:
-            plan = active_plan(self.session, get_corpus(self.session, corpus_name))
+            plan = active_plan(corpus_name, self.sessions)
         if plan is not None:
             target, model_path = plan.collection, plan.model_path
         else:

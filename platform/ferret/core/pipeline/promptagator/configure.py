@@ -11,6 +11,7 @@ A redelivered stage finds the configuration carrying the pipeline's key and reus
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -34,6 +35,7 @@ from ferret.core.search.configuration import (
     SearchPlan,
     active_plan,
     default_plan,
+    forget_active,
     promote_config,
 )
 from ferret.core.search.searcher import Searcher
@@ -71,8 +73,9 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     corpus = task.corpus
     if (found := _own_config(session, corpus, state.key)) is not None:  # a redelivery
         return state.advance("configure", time.perf_counter() - started, search_config=dict(found.evidence))
-    searcher = Searcher(session, settings, context.backend)
-    reference = active_plan(session, corpus) or default_plan(session, corpus)
+    searcher = Searcher.over(session, settings, context.backend)
+    forget_active(corpus.name)
+    reference = active_plan(corpus.name, lambda: nullcontext(session)) or default_plan(session, corpus)
     if reference is None:  # nothing is indexed yet: there is no search to configure
         skipped = {"skipped": f"corpus {corpus.name!r} has no active index"}
         return state.advance("configure", time.perf_counter() - started, search_config=skipped)

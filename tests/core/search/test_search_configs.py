@@ -81,7 +81,9 @@ def home(tmp_path_factory: pytest.TempPathFactory, encoder: DualEncoder) -> Iter
 
 def top(home: Home, query: str, selector: str | None = None) -> list[str]:
     plan = plan_by_name(home.session, home.corpus, selector) if selector else None
-    return [r.external_id for r in Searcher(home.session, home.settings, home.backend).search("kb", query, plan=plan)]
+    return [
+        r.external_id for r in Searcher.over(home.session, home.settings, home.backend).search("kb", query, plan=plan)
+    ]
 
 
 def test_configurations_are_versioned_promoted_and_rolled_back_as_one_unit(home: Home) -> None:
@@ -159,7 +161,7 @@ def test_a_deleted_model_is_named(home: Home) -> None:
 
 
 def test_fusion_is_tuned_only_with_enough_evidence(home: Home) -> None:
-    searcher = Searcher(home.session, home.settings, home.backend)
+    searcher = Searcher.over(home.session, home.settings, home.backend)
     plan = base_plan(home.session, home.corpus)
     ids = {r.external_id: r.document_id for r in searcher.search("kb", "espresso tea volcano leave magma", k=10)}
     thin = choose_fusion(searcher, plan, Evidence([LabelledQuery("espresso coffee", ids["espresso.txt"])], []))
