@@ -183,11 +183,13 @@ def main() -> None:
         # The pipeline's filters (length, copy, duplicate, round trip by the base model at K), the round trip read
         # from the base index rather than from a second embedding of the corpus (the same ranking, MaxP).
         base_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, registry.ensure_base(), console.print)
+        bounds = length_bounds(task)
         filters = apply_filters(
             ctx.session, run,
             FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, mode="dense", depth=args.round_trip_k,
                                                       index_version=base_index),
-                         round_trip_k=args.round_trip_k, **length_bounds(task)),
+                         round_trip_k=args.round_trip_k, min_words=bounds.get("min_words", 3),
+                         max_words=bounds.get("max_words", 40)),
         )  # fmt: skip
         ctx.session.commit()
         state = state.advance("filter", time.perf_counter() - started, filters=filters.as_dict())
@@ -294,7 +296,7 @@ def main() -> None:
         # -- evaluation ----------------------------------------------------------------------------------------------
         def evaluate(name: str, plan: SearchPlan, mode: str | None) -> dict[str, Any]:
             started = time.perf_counter()
-            results = searcher.search_many(corpus_name, texts, k=100, mode=mode, plan=plan)  # type: ignore[arg-type]
+            results = searcher.search_many(corpus_name, texts, k=100, mode=mode, plan=plan)
             seconds = time.perf_counter() - started
             run_ = {
                 qid: {r.external_id: float(len(hits) - rank) for rank, r in enumerate(hits)}
@@ -303,7 +305,7 @@ def main() -> None:
             latencies = []
             for text in texts[: args.latency_queries]:
                 t0 = time.perf_counter()
-                searcher.search_many(corpus_name, [text], k=10, mode=mode, plan=plan)  # type: ignore[arg-type]
+                searcher.search_many(corpus_name, [text], k=10, mode=mode, plan=plan)
                 latencies.append(1000 * (time.perf_counter() - t0))
             row: dict[str, Any] = {"name": name, **{m: round(v, 2) for m, v in evaluate_run(run_, qrels).items()}}
             row["p50_ms"] = round(statistics.median(latencies), 1)

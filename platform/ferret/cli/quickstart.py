@@ -26,9 +26,10 @@ from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import load_queries
 from ferret.core.eval.configs import evaluate_plans
 from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
+from ferret.core.index.types import SearchMode
 from ferret.core.llm.factory import build_backend
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
-from ferret.core.search.configuration import base_plan, describe, plan_for
+from ferret.core.search.configuration import SearchPlan, base_plan, describe, plan_for
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec
 from ferret.runtime.context import AppContext, app_context
@@ -111,7 +112,7 @@ def _train(ctx: AppContext) -> str | None:
             def status(stage: str, fraction: float) -> None:
                 if stage not in bars:
                     bars[stage] = bar.add_task(stage, total=1.0)
-                bar.update(bars[stage], completed=fraction)
+                bar.update(bars[stage], completed=fraction)  # type: ignore[arg-type]
 
             result = run_pipeline(
                 ctx.session,
@@ -136,7 +137,10 @@ def _compare_configurations(ctx: AppContext) -> None:
     """BM25, the untrained default and the configuration search now runs, on the demo questions."""
     corpus = get_corpus(ctx.session, DEMO_CORPUS)
     base = base_plan(ctx.session, corpus)
-    plans = {"BM25": (base, "sparse"), "untrained default (base, RRF)": (base, "hybrid")}
+    plans: dict[str, tuple[SearchPlan, SearchMode]] = {
+        "BM25": (base, "sparse"),
+        "untrained default (base, RRF)": (base, "hybrid"),
+    }
     active = active_search_config(ctx.session, corpus)
     if active is not None:
         shown = describe(active)

@@ -29,9 +29,14 @@ _LOCK = threading.Lock()
 
 
 class Rerankable(Protocol):
-    title: str
-    text: str
-    score: float
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
 
 
 R = TypeVar("R", bound=Rerankable)

@@ -67,7 +67,7 @@ def plan_reciprocal_ranks(
     searcher: Searcher, corpus_name: str, plan: SearchPlan, queries: Sequence[LabelledQuery], *, batch: int = 64
 ) -> np.ndarray:
     """Reciprocal rank within the top 10 of each query's labelled document, searched with ``plan``."""
-    ranks = []
+    ranks: list[float] = []
     for start in range(0, len(queries), batch):
         part = queries[start : start + batch]
         found = searcher.search_many(corpus_name, [q.text for q in part], k=10, mode="hybrid", plan=plan)
