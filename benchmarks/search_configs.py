@@ -86,6 +86,7 @@ def main() -> None:
         "--vectors", nargs=2, type=Path, default=None, metavar=("TEXTS_JSON_GZ", "VECTORS_NPY"),
         help="base-model passage vectors computed elsewhere (e.g. a GPU), used by the base index build",
     )  # fmt: skip
+    parser.add_argument("--no-reranker", action="store_true", help="leave the reranker rows out")
     parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
     parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
     parser.add_argument("--json", type=Path, default=None)
@@ -237,8 +238,8 @@ def main() -> None:
             plans["trained retriever (rrf)"] = (trained, "hybrid")
         plans[first] = (tuned, "hybrid")
 
-        reranker_model = find_model_version(ctx.session, RERANKER)
-        if reranker_model is None:
+        reranker_model = None if args.no_reranker else find_model_version(ctx.session, RERANKER)
+        if reranker_model is None and not args.no_reranker:
             config = RerankerTrainingConfig(seed=args.seed)
             try:
                 groups = reranker_groups(
