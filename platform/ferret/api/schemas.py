@@ -287,6 +287,8 @@ class PipelineConfigIn(ApiRequest):
     promote: Literal["auto", "force", "never"] = "auto"
     model_name: str | None = Field(default=None, min_length=1, max_length=128)
     seed: int = Field(default=13, ge=0, le=2**31 - 1)
+    configure: bool = True
+    reranker: bool = False
 
 
 class JobIn(ApiRequest):
