@@ -83,7 +83,7 @@ def test_gpu_workers_take_one_task_at_a_time_and_never_lose_one() -> None:
     assert task == {
         stage: f"ferret.pipeline.{stage}" for stage in ("generate", "filter", "train", "guard", "index", "configure")
     }
-    assert {QUEUE_OF_TASK[task[stage]] for stage in ("train", "guard", "index")} == {Queue.GPU}
+    assert {QUEUE_OF_TASK[task[stage]] for stage in ("train", "guard", "index", "configure")} == {Queue.GPU}
     assert QUEUE_OF_TASK[task["generate"]] == Queue.LLM and QUEUE_OF_TASK[task["filter"]] == Queue.CPU
     assert QUEUE_OF_TASK["ferret.corpus.ingest_source"] == Queue.CPU
     assert QUEUE_OF_TASK["ferret.corpus.build_index"] == Queue.GPU

@@ -77,14 +77,14 @@ def test_pipeline_runs_through_the_queues(session: Session, workers: Any, facts:
     job = workers.wait_for(job_id, lambda j: j.state in FINISHED)
 
     assert job.state == JobState.SUCCEEDED, job.error
-    assert job.attempts == 5 and job.progress == 1.0 and job.stage == "index"
+    assert job.attempts == 6 and job.progress == 1.0 and job.stage == "configure"
     assert job.celery_id == f"ferret-job-{job_id}-generate"
     assert job.result is not None and job.result["promoted"] and job.result["model_name"] == f"facts-task-job{job_id}"
     assert job.result["stages_done"] == ["generate", "filter", "train", "guard", "index", "configure"]
     # Each stage ran on the worker of its queue.
     assert "ferret.pipeline.generate" in llm.tail(400) and "ferret.pipeline.train" not in llm.tail(400)
     assert "ferret.pipeline.filter" in cpu.tail(400)
-    assert all(f"ferret.pipeline.{stage}" in gpu.tail(400) for stage in ("train", "guard", "index"))
+    assert all(f"ferret.pipeline.{stage}" in gpu.tail(400) for stage in ("train", "guard", "index", "configure"))
     session.expire_all()
     assert get_task(session, "facts-task").id == task_id
     _assert_one_of_each(session, workers.settings, job.corpus_id or 0, f"facts-task-job{job_id}")
@@ -151,7 +151,7 @@ def test_embedded_mode_runs_the_same_steps_in_process(
 
     job = get_job(session, job_id)
     assert job.state == JobState.SUCCEEDED, job.error
-    assert job.celery_id == embedded_owner() and job.attempts == 5
+    assert job.celery_id == embedded_owner() and job.attempts == 6
     assert job.result is not None and not job.result["promoted"]
     versions = list(session.scalars(select(IndexVersion)))
     assert [v.state for v in versions] == [IndexState.READY]  # built to compare, not promoted
