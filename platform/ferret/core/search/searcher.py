@@ -29,9 +29,10 @@ from ferret.core.db.index_version import active_index_version, find_index_versio
 from ferret.core.db.models import IndexState, IndexVersion
 from ferret.core.encoder.registry import load_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
-from ferret.core.index.backend import IndexBackend
+from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_mode
+from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
 
 # Passages fetched per wanted document before deduplication by document.
@@ -210,7 +211,40 @@ class Searcher:
         filters: dict[str, Any] | None = None,
         index_version: IndexVersion | None = None,
     ) -> list[list[SearchResult]]:
-        search_mode = self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
+        """Search the active version (or ``index_version``). If the active version's shard cannot be loaded, it is
+        replaced by the newest ready version that loads and the search runs there (``VersionedCollection``)."""
+        self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
+        arguments: dict[str, Any] = {"k": k, "mode": mode, "acl_groups": acl_groups, "filters": filters}
+        try:
+            return self._search_many(corpus_name, queries, index_version=index_version, **arguments)
+        except UnreadableCollectionError as error:
+            self._replace_unreadable(corpus_name, error, explicit=index_version is not None)
+            return self._search_many(corpus_name, queries, index_version=None, **arguments)
+
+    def _replace_unreadable(self, corpus_name: str, error: UnreadableCollectionError, *, explicit: bool) -> None:
+        """Fail the version that cannot load and let the corpus fall back; an explicitly named version, or a
+        corpus with nothing left to serve, gets the one sentence naming the repair command."""
+        with self.sessions() as session:
+            broken = find_index_version_by_collection(session, error.collection)
+            if broken is None:
+                raise error
+            versions = VersionedCollection(session, self.settings, self.backend, get_corpus(session, corpus_name))
+            now_active = versions.replace_unreadable(broken, error.reason)  # commits
+            if explicit or now_active is None:
+                raise versions.unavailable(broken, error.reason) from None
+
+    def _search_many(
+        self,
+        corpus_name: str,
+        queries: Sequence[str],
+        *,
+        k: int,
+        mode: str | None,
+        acl_groups: Sequence[str] | None,
+        filters: dict[str, Any] | None,
+        index_version: IndexVersion | None,
+    ) -> list[list[SearchResult]]:
+        search_mode = self.mode(mode)
         target, model_path = self._resolve(corpus_name, index_version)
         requests = self.requests(
             model_path,
