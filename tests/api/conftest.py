@@ -83,8 +83,8 @@ def build(settings: FerretSettings, backend: EdgeIndexBackend, corpus_name: str,
 
 def install(home: Path) -> Installation:
     """Corpus ``kb`` (the ACL documents, one index version), corpus ``live`` (two versions, for pushes and
-    promote/rollback), corpus ``empty`` (no index), and keys: admin, search-a, search-b, search-public,
-    ingest-a, search-ingest and a revoked one."""
+    promote/rollback), corpus ``empty`` (no index), and keys: admin, admin-a, owner, search-a, search-b,
+    search-public, ingest-a, search-ingest and a revoked one."""
     settings = FerretSettings(home=home, **LIMITS)  # type: ignore[arg-type]
     settings.ensure_home()
     upgrade(settings.database_url)
@@ -102,6 +102,8 @@ def install(home: Path) -> Installation:
     with session_scope(settings.database_url) as session:
         for name, scopes, groups in (
             ("admin", ["admin"], []),
+            ("admin-a", ["admin"], ["a"]),
+            ("owner", ["owner"], []),
             ("search-a", ["search"], ["a"]),
             ("search-b", ["search"], ["b"]),
             ("search-public", ["search"], []),

@@ -14,7 +14,7 @@ Auth = Callable[[str], dict[str, str]]
 def test_corpora_list_create_get(client: TestClient, auth: Auth) -> None:
     listed = client.get("/v1/corpora", headers=auth("search-a")).json()["corpora"]
     kb = next(c for c in listed if c["name"] == "kb")
-    assert kb["documents"] == 6 and kb["active_index_version"] == 1 and kb["max_passage_tokens"] == 64
+    assert kb["documents"] == 5 and kb["active_index_version"] == 1 and kb["max_passage_tokens"] == 64
 
     response = client.post("/v1/corpora", json={"name": "notes", "description": "Team notes"}, headers=auth("admin"))
     assert response.status_code == 201, response.text
@@ -26,6 +26,20 @@ def test_corpora_list_create_get(client: TestClient, auth: Auth) -> None:
     overlap = {"name": "x1", "max_passage_tokens": 64, "passage_overlap_tokens": 40}
     assert client.post("/v1/corpora", json=overlap, headers=auth("admin")).status_code == 422
     assert client.get("/v1/corpora/nowhere", headers=auth("search-a")).status_code == 404
+
+
+def test_corpus_counts_are_within_the_callers_groups(
+    client: TestClient, auth: Auth, visible: dict[str, set[str]]
+) -> None:
+    # Issue 11, item 4: a search key learnt how many documents it cannot read.
+    for key, group in (("search-a", "a"), ("search-b", "b"), ("search-public", "public")):
+        kb = client.get("/v1/corpora/kb", headers=auth(key)).json()
+        assert kb["documents"] == len(visible[group]), key
+        assert kb["passages"] == len(visible[group]), key  # one passage per (one-line) document
+        listed = client.get("/v1/corpora", headers=auth(key)).json()["corpora"]
+        assert next(c for c in listed if c["name"] == "kb")["documents"] == len(visible[group])
+    for key in ("admin", "owner"):
+        assert client.get("/v1/corpora/kb", headers=auth(key)).json()["documents"] == 6
 
 
 def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) -> None:
@@ -117,7 +131,7 @@ def test_openapi_describes_every_route_with_models_and_security(client: TestClie
 
 
 def test_api_keys_create_list_revoke(client: TestClient, auth: Auth, visible: dict[str, set[str]]) -> None:
-    admin = auth("admin")
+    admin = auth("owner")  # only an owner grants a group it does not hold (test_key_management.py)
     body = {"name": "http-made", "scopes": ["search"], "acl_groups": ["b"]}
     response = client.post("/v1/api-keys", json=body, headers=admin)
     assert response.status_code == 201, response.text
@@ -144,5 +158,5 @@ def test_api_keys_create_list_revoke(client: TestClient, auth: Auth, visible: di
     assert client.post("/v1/corpora/kb/search", json={"query": "volcano"}, headers=made).status_code == 401
     assert client.delete("/v1/api-keys/http-made", headers=admin).status_code == 200  # again: nothing changes
     assert client.delete("/v1/api-keys/nobody", headers=admin).status_code == 404
-    own = client.delete("/v1/api-keys/admin", headers=admin)
+    own = client.delete("/v1/api-keys/owner", headers=admin)
     assert own.status_code == 409 and "key of this request" in own.json()["detail"]

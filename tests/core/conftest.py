@@ -31,15 +31,20 @@ from ferret.core.settings import FerretSettings
 
 class FailingEdgeBackend(EdgeIndexBackend):
     """The real embedded backend, whose upserts can be made to fail midway: half a batch (rounded up) lands, then
-    it raises."""
+    it raises. ``refused_external_ids`` makes it refuse, whole, any batch holding a point of those documents, as an
+    index that validates payloads would."""
 
     def __init__(self, root: Path) -> None:
         super().__init__(root)
         self.upsert_failure: BaseException | None = None
         self.upsert_calls = 0
+        self.refused_external_ids: set[str] = set()
 
     def upsert(self, collection: str, points: Sequence[IndexPoint]) -> None:
         self.upsert_calls += 1
+        refused = sorted({str(p.payload.get("external_id")) for p in points} & self.refused_external_ids)
+        if refused:
+            raise ValueError(f"payload of {refused[0]} rejected")
         if self.upsert_failure is not None:
             super().upsert(collection, points[: (len(points) + 1) // 2])
             raise self.upsert_failure

@@ -23,9 +23,11 @@ from sqlalchemy import text
 
 from ferret.api.body_limit import BodySizeLimitMiddleware
 from ferret.api.dependencies import StateDep
+from ferret.api.docs_pages import install_docs_pages
 from ferret.api.errors import install_error_handlers
 from ferret.api.routers import (
     api_keys,
+    audit,
     corpora,
     documents,
     index_versions,
@@ -46,7 +48,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 DESCRIPTION = """Search corpora trained on your own documents, push documents from connectors, and run the platform.
 
 Every route but `/health` needs an API key (`Authorization: Bearer fk_…` or `X-API-Key: fk_…`) with a scope:
-`search`, `ingest` or `admin` (which implies the others). Create keys with `ferret apikey create`.
+`search`, `ingest`, `admin` (which implies them) or `owner` (admin, and may grant any group: an admin key manages only
+keys within its own groups). Create keys with `ferret apikey create`; `/v1/audit-events` lists who changed keys and
+index versions.
 Search only returns documents shared with one of the key's ACL groups or public, for every key."""
 
 
@@ -59,10 +63,18 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
             app.state.ferret = runtime
             yield
 
-    app = FastAPI(title="Ferret", version=version("ferret"), description=DESCRIPTION, lifespan=lifespan)
+    app = FastAPI(
+        title="Ferret",
+        version=version("ferret"),
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url=None,  # install_docs_pages serves both pages with assets from this server, not a CDN
+        redoc_url=None,
+    )
+    install_docs_pages(app)
     app.add_middleware(BodySizeLimitMiddleware, max_body_bytes=settings.api_max_body_bytes)
     install_error_handlers(app)
-    for module in (search, documents, corpora, tasks, jobs, index_versions, search_configs, api_keys, sources):
+    for module in (search, documents, corpora, tasks, jobs, index_versions, search_configs, api_keys, sources, audit):
         app.include_router(module.router)
 
     @app.get(

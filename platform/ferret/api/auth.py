@@ -5,8 +5,10 @@ the SHA-256 of its plaintext (``ferret.core.db.api_key``); nothing else about it
 
 Access control on search: a caller's groups are its key's ``acl_groups`` plus ``public``, and search passes them to
 Qdrant as a filter condition. Admin keys get no exemption: the admin scope is for running the platform (corpora,
-tasks, jobs, index versions), not for reading every group's documents, so a leaked admin key reads no more than
-its groups allow. An operator who must see everything gives that key the groups explicitly.
+tasks, jobs, index versions), not for reading every group's documents. Key management is narrower still: an admin
+key creates, lists and revokes only keys within its own groups (``KeyManager``), so it cannot mint itself a way into
+another group; only an ``owner`` key (or ``ferret apikey`` at the server) grants any group. A leaked admin key
+therefore reads no more than its groups allow.
 
 Example:
     >>> @router.get("/v1/things")
@@ -24,7 +26,8 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from ferret.api.dependencies import SessionDep
 from ferret.core.acl import PUBLIC_GROUP
-from ferret.core.db.api_key import find_api_key_by_plaintext, touch_api_key
+from ferret.core.db.api_key import KeyManager, find_api_key_by_plaintext, scopes_grant, touch_api_key
+from ferret.core.db.audit import key_actor
 from ferret.core.db.models import ApiKeyScope
 from ferret.core.db.source import expand_principals
 
@@ -44,6 +47,10 @@ class Caller:
     name: str
     scopes: frozenset[str]
     acl_groups: tuple[str, ...]
+
+    @property
+    def key_manager(self) -> KeyManager:
+        return KeyManager.of_key(key_actor(self.name), self.scopes, self.acl_groups)
 
     @property
     def search_groups(self) -> list[str]:
@@ -74,10 +81,10 @@ def authenticate(
 
 
 def require(scope: ApiKeyScope) -> Callable[[Caller], Awaitable[Caller]]:
-    """A dependency that authenticates the caller and checks one scope (``admin`` implies the others)."""
+    """A dependency that authenticates the caller and checks one scope (``owner`` ⊃ ``admin`` ⊃ the others)."""
 
     async def check(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:  # no I/O: stays on the event loop
-        if scope.value not in caller.scopes and ApiKeyScope.ADMIN.value not in caller.scopes:
+        if not scopes_grant(caller.scopes, scope):
             raise HTTPException(
                 status.HTTP_403_FORBIDDEN,
                 detail=f"The API key {caller.name!r} lacks the {scope.value!r} scope this request needs.",

@@ -1,6 +1,7 @@
 """Errors as HTTP answers: a user's mistake is one sentence in ``detail`` with the matching status.
 
-``NotFoundError`` → 404, ``ConflictError`` → 409, ``InvalidInputError`` → 422, any other ``FerretError`` → 400.
+``NotFoundError`` → 404, ``ForbiddenError`` → 403, ``ConflictError`` → 409, ``InvalidInputError`` → 422,
+``UnavailableError`` → 503, any other ``FerretError`` → 400.
 A request that does not match the schema gets 422 with one sentence about its first problem plus the full list.
 Anything else is a bug: FastAPI's 500, with the traceback in the server log only.
 """
@@ -14,12 +15,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ferret.api.schemas import ErrorOut
-from ferret.core.errors import ConflictError, FerretError, InvalidInputError, NotFoundError
+from ferret.core.errors import (
+    ConflictError,
+    FerretError,
+    ForbiddenError,
+    InvalidInputError,
+    NotFoundError,
+    UnavailableError,
+)
 
 _STATUS: tuple[tuple[type[FerretError], int], ...] = (
     (NotFoundError, status.HTTP_404_NOT_FOUND),
+    (ForbiddenError, status.HTTP_403_FORBIDDEN),
     (ConflictError, status.HTTP_409_CONFLICT),
     (InvalidInputError, status.HTTP_422_UNPROCESSABLE_CONTENT),
+    (UnavailableError, status.HTTP_503_SERVICE_UNAVAILABLE),
 )
 
 
@@ -80,5 +90,6 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         409: "The request contradicts the current state.",
         413: "The body or the batch is larger than the server's limit.",
         422: "The request does not match the schema, or its values cannot be used.",
+        503: "An index version cannot be loaded and no earlier one can serve; the detail names the repair command.",
     }
     return {code: {"model": ErrorOut, "description": descriptions[code]} for code in codes}

@@ -6,7 +6,6 @@ database stores: NUL characters (PostgreSQL rejects them) and lone surrogates (n
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -14,6 +13,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.models import ApiKeyScope, IndexState, JobState
+from ferret.core.sources import limits
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
 
 MAX_K = 100
@@ -46,33 +46,32 @@ class FromAttributes(BaseModel):
 
 
 def _unstorable(value: Any) -> str | None:
-    """Why some value (key or value, at any depth) cannot be stored in the database and the index, or None."""
-    if isinstance(value, str):
-        if "\x00" in value:
-            return "text must not contain NUL characters"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "text must not contain unpaired surrogates"
-    elif isinstance(value, bool):
-        return None
-    elif isinstance(value, int):
-        if not -(2**63) <= value < 2**63:
-            return "integers must fit in 64 bits"
-    elif isinstance(value, float):
-        if not math.isfinite(value):
-            return "numbers must be finite"
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            reason = _unstorable(key) or _unstorable(item)
-            if reason is not None:
-                return reason
-    elif isinstance(value, list | tuple):
-        for item in value:
-            reason = _unstorable(item)
-            if reason is not None:
+    """Why some value (key or value, at any depth) cannot be stored in the database and the index, or None.
+
+    Walks with an explicit stack: a body nested thousands of levels deep must get a 422, not a RecursionError."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        else:
+            reason = limits.scalar_problem(item)
+            if reason is not None and not reason.startswith("values must be JSON"):
                 return reason
     return None
+
+
+def _within_metadata_limits(metadata: dict[str, Any]) -> dict[str, Any]:
+    reason = limits.metadata_problem(metadata)
+    if reason is not None:
+        raise ValueError(reason)
+    return metadata
+
+
+PushMetadata = Annotated[dict[str, Any], AfterValidator(_within_metadata_limits)]
 
 
 def _refuse_unstorable(data: Any) -> Any:
@@ -167,13 +166,18 @@ class SearchOut(BaseModel):
 # -- push API ---------------------------------------------------------------------------------------------------
 class PushDocumentIn(ApiRequest):
     external_id: ExternalId
-    title: str = Field(default="", max_length=4_096)
-    text: str = Field(max_length=10_000_000)
-    metadata: dict[str, Any] = Field(default_factory=dict, max_length=64)
+    title: str = Field(default="", max_length=limits.MAX_TITLE_CHARS)
+    text: str = Field(max_length=limits.MAX_TEXT_CHARS)
+    metadata: PushMetadata = Field(
+        default_factory=dict,
+        max_length=64,
+        description=f"At most {limits.MAX_METADATA_DEPTH} levels deep, {limits.MAX_METADATA_KEYS} keys in all and "
+        f"{limits.MAX_METADATA_BYTES // 1024} KiB as JSON.",
+    )
     acl_groups: list[GroupName] = Field(
         default_factory=lambda: [PUBLIC_GROUP],
         min_length=1,
-        max_length=64,
+        max_length=limits.MAX_ACL_GROUPS,
         description="Groups that may see the document; 'public' is everyone.",
     )
     version: str | None = Field(
@@ -227,8 +231,8 @@ class CorpusOut(BaseModel):
     description: str
     max_passage_tokens: int
     passage_overlap_tokens: int
-    documents: int
-    passages: int
+    documents: int = Field(description="Documents the caller may read (all of them for an admin key).")
+    passages: int = Field(description="Passages of those documents.")
     active_index_version: int | None
     created_at: Timestamp
 
@@ -342,7 +346,11 @@ ApiKeyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9._-]{0,1
 
 class ApiKeyIn(ApiRequest):
     name: ApiKeyName
-    scopes: list[ApiKeyScope] = Field(min_length=1, max_length=3, description="`admin` implies the others.")
+    scopes: list[ApiKeyScope] = Field(
+        min_length=1,
+        max_length=4,
+        description="`owner` implies `admin`, which implies the others. Only an owner key may grant `owner`.",
+    )
     acl_groups: list[GroupName] = Field(
         default_factory=list, max_length=100, description="Search sees documents of these groups and public ones."
     )
@@ -383,3 +391,17 @@ class SearchConfigOut(BaseModel):
 class SearchConfigList(BaseModel):
     corpus: str
     configs: list[SearchConfigOut]
+
+
+# -- audit ------------------------------------------------------------------------------------------------------
+class AuditEventOut(BaseModel):
+    id: int
+    at: Timestamp
+    actor: str = Field(description="`key:<name>`, `cli:<user>@<host>`, `admin:<user>@<host>` or `system`.")
+    action: str = Field(description="apikey.create, apikey.revoke, index.promote, index.rollback, index.unreadable, …")
+    target: str = Field(description="The key's name or the corpus's name.")
+    detail: dict[str, Any]
+
+
+class AuditEventList(BaseModel):
+    events: list[AuditEventOut] = Field(description="Newest first.")

@@ -1,4 +1,7 @@
-"""``ferret serve`` (the HTTP API under uvicorn) and ``ferret apikey`` (create, list, revoke API keys)."""
+"""``ferret serve`` (the HTTP API under uvicorn), ``ferret apikey`` (create, list, revoke API keys) and
+``ferret audit`` (who changed keys and index versions).
+
+At the server's own terminal the CLI manages keys as an owner: whoever runs it can read the database anyway."""
 
 from __future__ import annotations
 
@@ -8,12 +11,14 @@ import typer
 from rich.table import Table
 
 from ferret.cli.render import console
-from ferret.core.db.api_key import create_api_key, list_api_keys, revoke_api_key
+from ferret.core.db.api_key import KeyManager, create_api_key, list_api_keys, revoke_api_key
+from ferret.core.db.audit import cli_actor, list_events
 from ferret.core.errors import InvalidInputError
 from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context, ensure_schema
 
 apikey_app = typer.Typer(help="API keys of the HTTP API: scopes and ACL groups.", no_args_is_help=True)
+audit_app = typer.Typer(help="The audit trail: key and index version changes.", no_args_is_help=True)
 
 
 def serve(
@@ -51,7 +56,8 @@ def serve(
 def create(
     name: Annotated[str, typer.Option("--name", "-n", help="A name to recognise the key by.")],
     scope: Annotated[
-        list[str] | None, typer.Option("--scope", "-s", help="search, ingest or admin; repeat for several.")
+        list[str] | None,
+        typer.Option("--scope", "-s", help="search, ingest, admin or owner (may grant any group); repeatable."),
     ] = None,
     group: Annotated[
         list[str] | None, typer.Option("--group", "-g", help="ACL group the key's searches may see; repeatable.")
@@ -59,7 +65,8 @@ def create(
 ) -> None:
     """Create a key and print it once: only its hash is stored."""
     with app_context() as ctx:
-        key, plaintext = create_api_key(ctx.session, name, scope or ["search"], group or [])
+        manager = KeyManager(cli_actor(), None)
+        key, plaintext = create_api_key(ctx.session, name, scope or ["search"], group or [], manager=manager)
         ctx.session.commit()
         console.print(
             f"created API key {key.name} (scopes {', '.join(key.scopes)}; groups "
@@ -94,6 +101,24 @@ def list_keys(
 def revoke(name: Annotated[str, typer.Argument(help="Name of the key.")]) -> None:
     """Revoke a key: every request with it gets 401 from now on."""
     with app_context() as ctx:
-        key = revoke_api_key(ctx.session, name)
+        key = revoke_api_key(ctx.session, name, manager=KeyManager(cli_actor(), None))
         ctx.session.commit()
         console.print(f"revoked API key {key.name}")
+
+
+@audit_app.command("list")
+def list_audit(
+    limit: Annotated[int, typer.Option("--limit", "-n", help="Newest events to show.")] = 50,
+    action: Annotated[str | None, typer.Option(help="Only this action, e.g. apikey.create or index.promote.")] = None,
+) -> None:
+    """Who created or revoked keys and who promoted, rolled back or repaired index versions, newest first."""
+    if limit < 1:
+        raise InvalidInputError("--limit must be at least 1.")
+    with app_context() as ctx:
+        table = Table(title="audit events")
+        for column in ("when", "actor", "action", "target", "detail"):
+            table.add_column(column)
+        for event in list_events(ctx.session, limit=limit, action=action):
+            detail = ", ".join(f"{key}={value}" for key, value in event.detail.items())
+            table.add_row(f"{event.at:%Y-%m-%d %H:%M:%S}", event.actor, event.action, event.target, detail)
+        console.print(table)

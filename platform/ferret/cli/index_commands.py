@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ferret.cli.render import console, progress_bar
+from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.encoder.registry import ModelRegistry
@@ -39,7 +40,7 @@ def build(
             f"built {index_version.collection}: {index_version.point_count} points, state {index_version.state.value}"
         )
         if promote:
-            versions.promote(index_version)
+            versions.promote(index_version, actor=cli_actor())
             versions.collect()
             console.print(f"promoted version {index_version.version}; alias {corpus} -> {index_version.collection}")
 
@@ -70,7 +71,7 @@ def promote(corpus: CorpusOption, version: Annotated[int, typer.Option("--versio
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).promote(
-            get_index_version(ctx.session, corpus_row, version)
+            get_index_version(ctx.session, corpus_row, version), actor=cli_actor()
         )
         console.print(f"alias {corpus} -> {index_version.collection}")
 
@@ -80,7 +81,9 @@ def rollback(corpus: CorpusOption) -> None:
     """Re-activate the version that was active before the current one."""
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
-        index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).rollback()
+        index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).rollback(
+            actor=cli_actor()
+        )
         console.print(f"rolled back: alias {corpus} -> {index_version.collection}")
 
 
@@ -94,3 +97,25 @@ def collect(
         corpus_row = get_corpus(ctx.session, corpus)
         retired = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).collect(keep)
         console.print(f"retired {len(retired)} version(s): {', '.join(v.collection for v in retired) or 'none'}")
+
+
+@index_app.command("repair")
+def repair(corpus: CorpusOption) -> None:
+    """Quarantine documents the index cannot hold, fail versions that no longer load, and rebuild from the database."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        versions = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row)
+        with progress_bar() as bar:
+            task = bar.add_task(f"repairing {corpus}", total=None)
+            report = versions.repair(
+                actor=cli_actor(), progress=lambda _activity, fraction: bar.update(task, completed=fraction, total=1.0)
+            )
+        for external_id, reason in report.quarantined:
+            console.print(f"quarantined {external_id}: {reason}")
+        if report.unreadable:
+            console.print(f"failed version(s) that cannot be loaded: {', '.join(map(str, report.unreadable))}")
+        if report.rebuilt is not None:
+            action = "built and promoted" if report.promoted else "built"
+            console.print(f"{action} version {report.rebuilt.version} ({report.rebuilt.point_count} points)")
+        if not (report.quarantined or report.unreadable):
+            console.print(f"corpus {corpus}: every live version loads and every document is within the limits")

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from sqlalchemy.exc import OperationalError
 from typer.core import TyperGroup
 
-from ferret.cli.api_commands import apikey_app, serve
+from ferret.cli.api_commands import apikey_app, audit_app, serve
 from ferret.cli.config_commands import config_app
 from ferret.cli.index_commands import index_app
 from ferret.cli.job_commands import jobs_app, worker
@@ -39,14 +40,29 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+SQLITE_BUSY = (
+    "The embedded database stayed locked by another Ferret process (a long `ferret ingest`, `index build` or "
+    "`pipeline run`) past the busy timeout; run this again once it has finished, or use PostgreSQL "
+    "(FERRET_DATABASE_URL) for concurrent writers."
+)
+
+
 class _FerretGroup(TyperGroup):
-    """Turns a user error anywhere below into one sentence and exit status 1; bugs keep their traceback."""
+    """Turns a user error anywhere below into one sentence and exit status 1; bugs keep their traceback.
+
+    A SQLite database still locked after the busy timeout is no bug but a collision of two processes sharing the
+    embedded store, so it gets its sentence too (the index's own collision is ``UnavailableError``)."""
 
     def invoke(self, ctx: Any) -> Any:  # typer >= 0.20 vendors click: its Context type varies
         try:
             return super().invoke(ctx)
         except FerretError as exc:
             err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+        except OperationalError as exc:
+            if "database is locked" not in str(exc.orig):
+                raise
+            err_console.print(f"[red]Error:[/red] {SQLITE_BUSY}", highlight=False)
             raise typer.Exit(1) from None
 
 
@@ -62,6 +78,7 @@ app.add_typer(realm_app, name="realm")
 app.add_typer(task_app, name="task")
 app.add_typer(apikey_app, name="apikey")
 app.add_typer(source_app, name="source")
+app.add_typer(audit_app, name="audit")
 app.command()(serve)
 app.command()(tui)
 app.command()(admin)
@@ -133,20 +150,28 @@ def corpora() -> None:
 @app.command()
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
-    corpus: Annotated[str, typer.Option("--corpus", "-c")],
+    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus to search (its active index version).")],
     k: Annotated[int, typer.Option("--k", "-k", help="Number of documents.")] = 10,
     mode: Annotated[str | None, typer.Option(help="dense, sparse or hybrid (default from settings).")] = None,
     group: Annotated[
-        list[str] | None, typer.Option("--group", "-g", help="Search as a member of these groups.")
+        list[str] | None,
+        typer.Option("--group", "-g", help="Search as a member of this group (and public); repeatable."),
     ] = None,
     config: Annotated[
         str | None, typer.Option("--config", help="A search configuration: 'base' or a version (default: active).")
     ] = None,
+    all_groups: Annotated[
+        bool, typer.Option("--all-groups", help="Search every document, whatever its groups (an administrator's view).")
+    ] = False,
 ) -> None:
-    """Search a corpus with its active search configuration (or an explicit one, for comparisons)."""
+    """Search a corpus with its active search configuration (or an explicit one, for comparisons); as `public`
+    only, unless --group or --all-groups is given."""
+    if all_groups and group:
+        raise InvalidInputError("--all-groups already sees every group; leave out --group, or --all-groups.")
+    acl_groups = None if all_groups else list(group or [])  # the searcher adds public to any list
     with app_context() as ctx:
         # A principal such as user:ann@corp.example also searches as the groups the sources reported for it.
-        groups = expand_principals(ctx.session, group) if group else group
+        groups = expand_principals(ctx.session, group) if acl_groups is not None and group else acl_groups
         plan = plan_by_name(ctx.session, get_corpus(ctx.session, corpus), config) if config else None
         results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups, plan=plan)
         print_results(query, results)

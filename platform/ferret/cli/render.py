@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -22,7 +26,68 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+PROGRESS_INTERVAL_ENV = "FERRET_PROGRESS_INTERVAL_S"
+
+
+class PlainLineProgress(Progress):
+    """rich's ``Progress`` printed as plain lines at a steady interval, for output that is no terminal (a log file,
+    a container, CI), where the live bar draws nothing until the end: a task's start, then every ``interval``
+    seconds each unfinished task's state, whether or not it moved (so a long training step still shows life), then
+    each task's end. Same API as the bar, so commands need not know which they got."""
+
+    def __init__(self, console: Console, interval: float) -> None:
+        super().__init__(console=console, disable=True)
+        self.interval = interval
+        self._line_console = console
+        self._stopping = threading.Event()
+        self._beat: threading.Thread | None = None
+        self._started = time.monotonic()
+        self._reported_done: set[Any] = set()
+
+    def start(self) -> None:
+        super().start()
+        self._beat = threading.Thread(target=self._heartbeat, name="ferret-progress-lines", daemon=True)
+        self._beat.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._beat is not None:
+            self._beat.join()
+        self._print_lines()
+        super().stop()
+
+    def add_task(self, description: str, *args: Any, **kwargs: Any) -> Any:
+        task_id = super().add_task(description, *args, **kwargs)
+        self._line(f"{description}: started")
+        return task_id
+
+    def _heartbeat(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self._print_lines()
+
+    def _line(self, text: str) -> None:
+        elapsed = time.monotonic() - self._started
+        self._line_console.print(f"[{elapsed:7.1f}s] {text}", markup=False, highlight=False, soft_wrap=True)
+
+    def _print_lines(self) -> None:
+        for task in list(self.tasks):
+            if task.id in self._reported_done:
+                continue
+            if task.total:
+                state = f"{task.completed:g}/{task.total:g} ({100 * task.completed / task.total:.0f}%)"
+                if task.total == 1.0:
+                    state = f"{100 * task.completed:.0f}%"
+            else:
+                state = f"{task.completed:g} done"
+            self._line(f"{task.description}: {state}")
+            if task.finished:
+                self._reported_done.add(task.id)
+
+
 def progress_bar() -> Progress:
+    """A live bar on a terminal; elsewhere plain lines every ``FERRET_PROGRESS_INTERVAL_S`` seconds (default 15)."""
+    if not err_console.is_terminal:
+        return PlainLineProgress(err_console, float(os.environ.get(PROGRESS_INTERVAL_ENV, "15")))
     return Progress(
         SpinnerColumn(),
         TextColumn("[progress.description]{task.description}"),

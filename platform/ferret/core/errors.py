@@ -18,3 +18,11 @@ class InvalidInputError(FerretError):
 
 class ConflictError(FerretError):
     """The request contradicts the current state (e.g. promoting a version that is not ready)."""
+
+
+class ForbiddenError(FerretError):
+    """The caller may not do this (e.g. an admin key granting a group it does not have); HTTP 403."""
+
+
+class UnavailableError(FerretError):
+    """A store is busy or unreadable for now; the sentence says what to run or stop (HTTP 503)."""

@@ -21,6 +21,7 @@ from ferret.connectors.registry import build_connector
 from ferret.core.db import migrate
 from ferret.core.db.engine import get_engine, session_scope
 from ferret.core.db.job import fail_orphaned_jobs
+from ferret.core.db.synthetic import interrupt_orphaned_runs
 from ferret.core.errors import FerretError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.factory import open_backend
@@ -92,6 +93,7 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
     sessions = sessionmaker(get_engine(settings.database_url), expire_on_commit=False)
     with sessions() as session:  # embedded jobs of a process that has exited (this one before a restart)
         fail_orphaned_jobs(session)
+        interrupt_orphaned_runs(session)  # generation runs of a killed `pipeline run` or worker
         session.commit()
     backend = open_backend(settings)
     try:

@@ -97,3 +97,27 @@ def test_state_check_rejects_unknown_values(engine: Engine, table: str) -> None:
         with pytest.raises(IntegrityError):
             session.execute(text(f"UPDATE {table} SET state = 'bogus'"))
             session.flush()
+
+
+def test_corpus_counts_within_groups_on_both_databases(engine: Engine) -> None:
+    # The JSON group sets are grouped by their text, which both SQLite and PostgreSQL (json has no equality) allow.
+    from ferret.core.db.corpus import corpus_counts
+
+    with Session(engine) as session:
+        corpus, _, _, _ = _fill(session)
+        session.add(
+            Document(
+                corpus=corpus,
+                source="filesystem",
+                external_id="board/minutes.md",
+                body="Minutes.",
+                acl_groups=["board", "staff"],
+                content_hash="1" * 64,
+                passages=[Passage(corpus_id=corpus.id, ordinal=0, text="Minutes.", token_count=2)],
+            )
+        )
+        session.flush()
+        assert corpus_counts(session, corpus) == (2, 3)
+        assert corpus_counts(session, corpus, ["staff", "public"]) == (2, 3)
+        assert corpus_counts(session, corpus, ["board"]) == (1, 1)
+        assert corpus_counts(session, corpus, ["public"]) == (0, 0)

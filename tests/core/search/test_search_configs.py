@@ -28,7 +28,6 @@ from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.training import RerankerTrainingConfig, check_pair_count, mine_negatives
 from ferret.core.search.configuration import (
     base_plan,
-    forget_active,
     plan_by_name,
     promote_config,
     rollback_config,
@@ -87,7 +86,6 @@ def top(home: Home, query: str, selector: str | None = None) -> list[str]:
 
 
 def test_configurations_are_versioned_promoted_and_rolled_back_as_one_unit(home: Home) -> None:
-    forget_active()
     query = "magma water"
     bm25_only = create_search_config(home.session, home.corpus, home.base, Fusion("convex", 0.0).to_json())
     dense_only = create_search_config(home.session, home.corpus, home.base, Fusion("convex", 1.0).to_json())
@@ -121,7 +119,6 @@ def test_an_unknown_configuration_is_a_clear_error(home: Home) -> None:
 def test_missing_reranker_files_are_named_and_the_active_configuration_keeps_serving(
     home: Home, tmp_path: Path
 ) -> None:
-    forget_active()
     serving = create_search_config(home.session, home.corpus, home.base, Fusion().to_json())
     promote_config(home.session, home.settings, home.backend, home.corpus, serving)
     before = top(home, "espresso coffee")
@@ -141,11 +138,9 @@ def test_missing_reranker_files_are_named_and_the_active_configuration_keeps_ser
     # a reranker that disappears after promotion: the active configuration serves its first stage
     broken.active, serving.active = True, False
     home.session.commit()
-    forget_active()
     assert top(home, "espresso coffee")[0] == "espresso.txt"
     broken.active, serving.active = False, True
     home.session.commit()
-    forget_active()
 
 
 def test_a_deleted_model_is_named(home: Home) -> None:

@@ -44,7 +44,7 @@ class BeirConnector(LoadConnector, SlimConnector):
 
     def load_from_source(self) -> ConnectorOutput:
         for record in iter_corpus(self.path):
-            yield Document(
+            yield Document.or_skipped(
                 external_id=record.doc_id,
                 title=record.title,
                 text=record.text,

@@ -150,7 +150,7 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
             hint = "; a scanned PDF needs OCR first" if extension == ".pdf" else ""
             return SkippedItem(external_id=external_id, reason=f"no text to index (file is empty{hint})")
         modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
-        return Document(
+        return Document.or_skipped(
             external_id=external_id,
             title=parsed.title or path.stem,
             text=parsed.text,

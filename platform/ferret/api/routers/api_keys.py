@@ -1,4 +1,5 @@
-"""API keys over HTTP, for admins: list, create (the key is shown once), revoke. Same rules as `ferret apikey`."""
+"""API keys over HTTP, for admins: list, create (the key is shown once), revoke. Same rules as `ferret apikey`, plus
+one: an admin key manages only keys within its own groups; an owner key manages any (``KeyManager``)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ def api_key_out(key: ApiKey) -> ApiKeyOut:
 
 @router.get("/v1/api-keys", response_model=ApiKeyList, responses=error_responses(401, 403), summary="List API keys")
 def list_all(
-    _caller: AdminCaller,
+    caller: AdminCaller,
     session: SessionDep,
     include_revoked: bool = Query(default=False, description="Also list revoked keys."),
 ) -> ApiKeyList:
-    """Keys by name, without their secrets (only a SHA-256 of each is stored)."""
-    return ApiKeyList(keys=[api_key_out(key) for key in list_api_keys(session, include_revoked=include_revoked)])
+    """Keys by name, without their secrets (only a SHA-256 of each is stored); an admin key sees the keys within
+    its groups."""
+    keys = list_api_keys(session, include_revoked=include_revoked, manager=caller.key_manager)
+    return ApiKeyList(keys=[api_key_out(key) for key in keys])
 
 
 @router.post(
@@ -36,9 +39,11 @@ def list_all(
     responses=error_responses(401, 403, 409, 413, 422),
     summary="Create an API key",
 )
-def create(body: ApiKeyIn, _caller: AdminCaller, session: SessionDep) -> ApiKeyCreated:
-    """The answer carries the key itself, once: store it now, it cannot be shown again."""
-    key, plaintext = create_api_key(session, body.name, [scope.value for scope in body.scopes], body.acl_groups)
+def create(body: ApiKeyIn, caller: AdminCaller, session: SessionDep) -> ApiKeyCreated:
+    """The answer carries the key itself, once: store it now, it cannot be shown again. An admin key grants only
+    groups it has itself (403 otherwise); an owner key grants any."""
+    scopes = [scope.value for scope in body.scopes]
+    key, plaintext = create_api_key(session, body.name, scopes, body.acl_groups, manager=caller.key_manager)
     session.commit()
     return ApiKeyCreated(**api_key_out(key).model_dump(), key=plaintext)
 
@@ -53,6 +58,6 @@ def revoke(caller: AdminCaller, session: SessionDep, name: str = Path(max_length
     """Revoked for good: the key is refused from the next request on. Revoking it again changes nothing."""
     if name == caller.name:
         raise ConflictError(f"API key {name!r} is the key of this request; revoke it with another admin key.")
-    key = revoke_api_key(session, name)
+    key = revoke_api_key(session, name, manager=caller.key_manager)
     session.commit()
     return api_key_out(key)

@@ -8,6 +8,7 @@ from ferret.api.auth import AdminCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import IndexVersionList, IndexVersionOut
+from ferret.core.db.audit import key_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.db.models import IndexVersion
@@ -52,7 +53,7 @@ def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_l
     summary="Make a ready index version active",
 )
 def promote(
-    _caller: AdminCaller,
+    caller: AdminCaller,
     session: SessionDep,
     state: StateDep,
     corpus: str = Path(max_length=128),
@@ -61,7 +62,8 @@ def promote(
     """Search reads the new version from the next query on; the previous one stays ready for rollback."""
     corpus_row = get_corpus(session, corpus)
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
-    return index_version_out(versions.promote(get_index_version(session, corpus_row, version)))
+    promoted = versions.promote(get_index_version(session, corpus_row, version), actor=key_actor(caller.name))
+    return index_version_out(promoted)
 
 
 @router.post(
@@ -71,7 +73,8 @@ def promote(
     summary="Re-activate the previously active index version",
 )
 def rollback(
-    _caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+    caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
 ) -> IndexVersionOut:
     corpus_row = get_corpus(session, corpus)
-    return index_version_out(VersionedCollection(session, state.settings, state.backend, corpus_row).rollback())
+    versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
+    return index_version_out(versions.rollback(actor=key_actor(caller.name)))

@@ -50,7 +50,9 @@ def promote(
     """Refused (409, naming the missing piece) when a model it uses was deleted or a reranker's files are gone."""
     corpus_row = get_corpus(session, corpus)
     config = get_search_config(session, corpus_row, version)
-    return _out(describe(promote_config(session, state.settings, state.backend, corpus_row, config)))
+    promoted = promote_config(session, state.settings, state.backend, corpus_row, config)
+    state.searcher.active_plans.forget(corpus)  # this process's searches use it at once
+    return _out(describe(promoted))
 
 
 @router.post(
@@ -62,4 +64,6 @@ def promote(
 def rollback(
     _caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
 ) -> SearchConfigOut:
-    return _out(describe(rollback_config(session, state.settings, state.backend, get_corpus(session, corpus))))
+    restored = rollback_config(session, state.settings, state.backend, get_corpus(session, corpus))
+    state.searcher.active_plans.forget(corpus)
+    return _out(describe(restored))

@@ -23,7 +23,7 @@ from ferret.core.db.document import delete_documents, document_hashes, passage_i
 from ferret.core.db.models import Corpus, Document, Passage, utcnow
 from ferret.core.db.source import document_fingerprints
 from ferret.core.encoder.registry import base_model_path
-from ferret.core.errors import InvalidInputError
+from ferret.core.errors import InvalidInputError, UnavailableError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
@@ -165,6 +165,7 @@ class Ingestor:
         source.checkpoint = ConnectorCheckpoint(last_polled_at=started).model_dump(mode="json")
         source.last_run_at = utcnow()
         self.session.commit()
+        self._after_commit()
         if self.progress:
             self.progress(report)
         return report
@@ -184,6 +185,12 @@ class Ingestor:
             self.session.rollback()
             self._undo_sync(added_ids, stale_passage_ids)
             raise
+        for external_id, reason in self.versions.writer.quarantined.values():
+            report.skipped.append(SkippedItem(external_id=external_id, reason=f"quarantined: {reason}"))
+
+    def _after_commit(self) -> None:
+        """Versions the sync could not load are replaced once the ingest is safely committed."""
+        self.versions.replace_all_unreadable()
 
     def _undo_sync(self, added_ids: list[int], removed_ids: list[int]) -> None:
         """After a failed sync and the database rollback, put every live index back as the database now is:
@@ -191,6 +198,10 @@ class Ingestor:
         try:
             self.versions.sync(removed_ids, added_ids)
             self.session.commit()
+        except UnavailableError:
+            # A shard held by another process (versions are synced in the same order both times): the sync wrote
+            # nothing there, and the versions before it have just been put back.
+            self.session.rollback()
         except Exception:
             logger.exception("could not undo a failed index update; re-run the ingest to repair the index")
             self.session.rollback()

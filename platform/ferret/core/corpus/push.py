@@ -140,6 +140,7 @@ class PushIngestor(Ingestor):
         apply_permission_changes(self.session, self.versions.backend, self.corpus, permission_changes)
         source.last_run_at = utcnow()
         self.session.commit()
+        self._after_commit()
         return report
 
 

@@ -16,14 +16,16 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ferret.core.acl import PUBLIC_GROUP
+from ferret.core.db.audit import SYSTEM_ACTOR, record_event
 from ferret.core.db.models import ApiKey, ApiKeyScope, utcnow
-from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+from ferret.core.errors import ConflictError, ForbiddenError, InvalidInputError, NotFoundError
 
 KEY_PREFIX = "fk"
 _PREFIX_BYTES = 4  # 8 hex characters: enough to tell keys apart, far too few to guess a key
@@ -50,9 +52,9 @@ def parse_scopes(scopes: Sequence[str]) -> list[str]:
     known = {scope.value for scope in ApiKeyScope}
     unknown = sorted(set(scopes) - known)
     if unknown:
-        raise InvalidInputError(f"Unknown scope {unknown[0]!r}; use search, ingest or admin.")
+        raise InvalidInputError(f"Unknown scope {unknown[0]!r}; use search, ingest, admin or owner.")
     if not scopes:
-        raise InvalidInputError("An API key needs at least one scope: search, ingest or admin.")
+        raise InvalidInputError("An API key needs at least one scope: search, ingest, admin or owner.")
     return sorted(set(scopes))
 
 
@@ -64,21 +66,74 @@ def parse_acl_groups(groups: Sequence[str]) -> list[str]:
     return [group for group in cleaned if group != PUBLIC_GROUP]  # every caller is public anyway
 
 
+IMPLIED_BY: dict[ApiKeyScope, frozenset[str]] = {
+    ApiKeyScope.SEARCH: frozenset({"search", "admin", "owner"}),
+    ApiKeyScope.INGEST: frozenset({"ingest", "admin", "owner"}),
+    ApiKeyScope.ADMIN: frozenset({"admin", "owner"}),
+    ApiKeyScope.OWNER: frozenset({"owner"}),
+}
+"""The scopes that grant each scope: ``owner`` implies ``admin``, which implies ``search`` and ``ingest``."""
+
+
+def scopes_grant(scopes: Sequence[str] | frozenset[str], scope: ApiKeyScope) -> bool:
+    return not IMPLIED_BY[scope].isdisjoint(scopes)
+
+
 def has_scope(key: ApiKey, scope: ApiKeyScope) -> bool:
-    """``admin`` implies every other scope."""
-    return scope.value in key.scopes or ApiKeyScope.ADMIN.value in key.scopes
+    return scopes_grant(key.scopes, scope)
+
+
+@dataclass(frozen=True)
+class KeyManager:
+    """Who manages keys: an owner may grant anything; an admin only what it holds itself.
+
+    Why: an admin key that could mint a key for any group would read every group (issue 11), so key management is
+    a narrower power than running the platform. ``None`` groups mean an owner, or the CLI at the machine itself
+    (which can read the database file anyway)."""
+
+    actor: str
+    groups: frozenset[str] | None
+
+    @classmethod
+    def of_key(cls, actor: str, scopes: Sequence[str] | frozenset[str], groups: Sequence[str]) -> KeyManager:
+        return cls(actor, None if scopes_grant(scopes, ApiKeyScope.OWNER) else frozenset(groups))
+
+    def may_manage(self, scopes: Sequence[str], groups: Sequence[str]) -> bool:
+        if self.groups is None:
+            return True
+        return ApiKeyScope.OWNER.value not in scopes and set(groups) <= self.groups
+
+    def check(self, verb: str, name: str, scopes: Sequence[str], groups: Sequence[str]) -> None:
+        if self.may_manage(scopes, groups):
+            return
+        if ApiKeyScope.OWNER.value in scopes:
+            raise ForbiddenError(f"Only an owner key can {verb} the owner key {name!r}.")
+        extra = ", ".join(sorted(set(groups) - (self.groups or frozenset())))
+        raise ForbiddenError(
+            f"This key cannot {verb} API key {name!r}: it holds group(s) {extra} that this key does not; "
+            "use an owner key or `ferret apikey` on the server."
+        )
+
+
+LOCAL_MANAGER = KeyManager(SYSTEM_ACTOR, None)
 
 
 def create_api_key(
-    session: Session, name: str, scopes: Sequence[str], acl_groups: Sequence[str] = ()
+    session: Session,
+    name: str,
+    scopes: Sequence[str],
+    acl_groups: Sequence[str] = (),
+    *,
+    manager: KeyManager = LOCAL_MANAGER,
 ) -> tuple[ApiKey, str]:
-    """A new key row and its plaintext, which is shown once and never stored."""
+    """A new key row and its plaintext, which is shown once and never stored; audited as ``manager.actor``."""
     if not name or len(name) > 128 or not set(name) <= _NAME_CHARS or name[0] in "-_.":
         raise InvalidInputError(
             f"API key name {name!r} is not valid; use 1-128 lowercase letters, digits, '-', '_' or '.'."
         )
     if session.scalar(select(ApiKey.id).where(ApiKey.name == name)) is not None:
         raise ConflictError(f"An API key named {name!r} already exists; choose another name.")
+    manager.check("create", name, parse_scopes(scopes), parse_acl_groups(acl_groups))
     prefix = secrets.token_hex(_PREFIX_BYTES)
     plaintext = f"{KEY_PREFIX}_{prefix}_{secrets.token_urlsafe(_SECRET_BYTES)}"
     key = ApiKey(
@@ -90,6 +145,7 @@ def create_api_key(
     )
     session.add(key)
     session.flush()
+    record_event(session, manager.actor, "apikey.create", name, {"scopes": key.scopes, "acl_groups": key.acl_groups})
     return key, plaintext
 
 
@@ -121,11 +177,14 @@ def touch_api_key(key: ApiKey) -> bool:
     return True
 
 
-def list_api_keys(session: Session, *, include_revoked: bool = False) -> list[ApiKey]:
+def list_api_keys(
+    session: Session, *, include_revoked: bool = False, manager: KeyManager = LOCAL_MANAGER
+) -> list[ApiKey]:
+    """The keys ``manager`` may manage (an admin does not learn of keys beyond its groups)."""
     query = select(ApiKey).order_by(ApiKey.name)
     if not include_revoked:
         query = query.where(ApiKey.revoked_at.is_(None))
-    return list(session.scalars(query))
+    return [key for key in session.scalars(query) if manager.may_manage(key.scopes, key.acl_groups)]
 
 
 def get_api_key(session: Session, name: str) -> ApiKey:
@@ -135,10 +194,13 @@ def get_api_key(session: Session, name: str) -> ApiKey:
     return key
 
 
-def revoke_api_key(session: Session, name: str) -> ApiKey:
-    """Revoke a key for good; revoking it again changes nothing."""
+def revoke_api_key(session: Session, name: str, *, manager: KeyManager = LOCAL_MANAGER) -> ApiKey:
+    """Revoke a key for good; revoking it again changes nothing. A key beyond ``manager``'s groups is refused."""
     key = get_api_key(session, name)
+    if not manager.may_manage(key.scopes, key.acl_groups):
+        manager.check("revoke", name, key.scopes, key.acl_groups)
     if key.revoked_at is None:
         key.revoked_at = utcnow()
+        record_event(session, manager.actor, "apikey.revoke", name)
         session.flush()
     return key

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import difflib
+import json
+from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import String, cast, func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Document, Passage, Source
@@ -26,6 +29,10 @@ def validate_corpus_name(name: str) -> str:
 def get_corpus(session: Session, name: str) -> Corpus:
     corpus = session.scalar(select(Corpus).where(Corpus.name == name))
     if corpus is None:
+        names = list(session.scalars(select(Corpus.name)))
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+        if close:
+            raise NotFoundError(f"Corpus {name!r} does not exist; did you mean {close[0]!r}?")
         raise NotFoundError(f"Corpus {name!r} does not exist; create it with `ferret ingest --corpus {name} ...`.")
     return corpus
 
@@ -66,11 +73,32 @@ def get_or_create_corpus(session: Session, name: str, **kwargs: Any) -> Corpus:
     return find_corpus(session, name) or create_corpus(session, name, **kwargs)
 
 
-def corpus_counts(session: Session, corpus: Corpus) -> tuple[int, int]:
-    """(documents, passages) in a corpus."""
-    documents = session.scalar(select(func.count(Document.id)).where(Document.corpus_id == corpus.id)) or 0
-    passages = session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == corpus.id)) or 0
-    return documents, passages
+def corpus_counts(session: Session, corpus: Corpus, groups: Collection[str] | None = None) -> tuple[int, int]:
+    """(documents, passages) in a corpus; with ``groups``, only those of documents shared with one of them.
+
+    Why the groups: a count of documents a caller cannot read still tells it they exist (issue 11). Documents are
+    counted per distinct group set (stored sorted, so its JSON text is its identity) and the sets are matched here,
+    which is portable between SQLite and PostgreSQL and costs one row per distinct set, not per document."""
+    if groups is None:
+        documents = session.scalar(select(func.count(Document.id)).where(Document.corpus_id == corpus.id)) or 0
+        passages = session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == corpus.id)) or 0
+        return documents, passages
+    group_set = cast(Document.acl_groups, String)
+    by_documents = session.execute(
+        select(group_set, func.count(Document.id)).where(Document.corpus_id == corpus.id).group_by(group_set)
+    )
+    by_passages = session.execute(
+        select(group_set, func.count(Passage.id))
+        .join(Document, Passage.document_id == Document.id)
+        .where(Passage.corpus_id == corpus.id)
+        .group_by(group_set)
+    )
+    wanted = set(groups)
+
+    def visible(rows: Any) -> int:
+        return sum(count for text, count in rows if wanted.intersection(json.loads(text or "[]")))
+
+    return visible(by_documents), visible(by_passages)
 
 
 def get_or_create_source(session: Session, corpus: Corpus, name: str, kind: str, config: dict[str, Any]) -> Source:

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from sqlalchemy import delete, select
+from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Document, Passage
+
+# A quarantined document matches no hash and no version, so the next delivery of it is tried again.
+_HASH = case((Document.quarantine_reason.is_(None), Document.content_hash), else_=literal(""))
+_VERSION = case((Document.quarantine_reason.is_(None), Document.version), else_=literal(None))
 
 
 def document_hashes(session: Session, corpus: Corpus, source: str) -> dict[str, tuple[int, str]]:
     """external id -> (document id, content hash) for one source, without loading bodies."""
     rows = session.execute(
-        select(Document.external_id, Document.id, Document.content_hash).where(
+        select(Document.external_id, Document.id, _HASH).where(
             Document.corpus_id == corpus.id, Document.source == source
         )
     )
@@ -29,7 +33,7 @@ def document_states(
     wanted = sorted(set(external_ids))
     for start in range(0, len(wanted), 500):
         rows = session.execute(
-            select(Document.external_id, Document.id, Document.content_hash, Document.version).where(
+            select(Document.external_id, Document.id, _HASH, _VERSION).where(
                 Document.corpus_id == corpus.id,
                 Document.source == source,
                 Document.external_id.in_(wanted[start : start + 500]),
@@ -64,7 +68,10 @@ def iter_passages(
         for start in range(0, len(passage_ids), batch_size):
             chunk = list(passage_ids[start : start + batch_size])
             selected = session.execute(
-                select(Passage, Document).join(Document).where(Passage.id.in_(chunk)).order_by(Passage.id)
+                select(Passage, Document)
+                .join(Document)
+                .where(Passage.id.in_(chunk), Document.quarantine_reason.is_(None))
+                .order_by(Passage.id)
             )
             yield [(passage, document) for passage, document in selected]
         return
@@ -73,7 +80,7 @@ def iter_passages(
         rows = session.execute(
             select(Passage, Document)
             .join(Document)
-            .where(Passage.corpus_id == corpus.id, Passage.id > last_id)
+            .where(Passage.corpus_id == corpus.id, Passage.id > last_id, Document.quarantine_reason.is_(None))
             .order_by(Passage.id)
             .limit(batch_size)
         ).all()
@@ -84,10 +91,13 @@ def iter_passages(
 
 
 def passage_ids_by_length(session: Session, corpus: Corpus) -> list[int]:
-    """All passage ids of a corpus, shortest first: batches of similar length pad little when embedded."""
+    """The indexable passage ids of a corpus, shortest first: batches of similar length pad little when embedded."""
     return list(
         session.scalars(
-            select(Passage.id).where(Passage.corpus_id == corpus.id).order_by(Passage.token_count, Passage.id)
+            select(Passage.id)
+            .join(Document)
+            .where(Passage.corpus_id == corpus.id, Document.quarantine_reason.is_(None))
+            .order_by(Passage.token_count, Passage.id)
         )
     )
 
@@ -97,3 +107,43 @@ def list_documents(session: Session, corpus: Corpus, *, limit: int = 200) -> lis
     return list(
         session.scalars(select(Document).where(Document.corpus_id == corpus.id).order_by(Document.id).limit(limit))
     )
+
+
+def indexable_passage_count(session: Session, corpus: Corpus) -> int:
+    """Passages of the documents that are not quarantined: what a complete index version holds."""
+    return (
+        session.scalar(
+            select(func.count(Passage.id))
+            .join(Document)
+            .where(Passage.corpus_id == corpus.id, Document.quarantine_reason.is_(None))
+        )
+        or 0
+    )
+
+
+def quarantined_documents(session: Session, corpus: Corpus) -> list[Document]:
+    return list(
+        session.scalars(
+            select(Document)
+            .where(Document.corpus_id == corpus.id, Document.quarantine_reason.is_not(None))
+            .order_by(Document.source, Document.external_id)
+        )
+    )
+
+
+def indexable_documents(session: Session, corpus: Corpus, *, batch_size: int = 500) -> Iterator[list[Document]]:
+    """Documents not quarantined, in id order and batches (keyset pagination): what a repair re-checks."""
+    last_id = 0
+    while True:
+        batch = list(
+            session.scalars(
+                select(Document)
+                .where(Document.corpus_id == corpus.id, Document.id > last_id, Document.quarantine_reason.is_(None))
+                .order_by(Document.id)
+                .limit(batch_size)
+            )
+        )
+        if not batch:
+            return
+        yield batch
+        last_id = batch[-1].id

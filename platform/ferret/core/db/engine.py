@@ -7,14 +7,17 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 
 @lru_cache(maxsize=8)
 def get_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 30})
+        # Several processes share the embedded database (the server, a long ingest, a search): a writer waits up to
+        # the busy timeout for another's transaction, 30 s unless the URL says otherwise (`?timeout=5`).
+        timeout = {} if "timeout" in make_url(url).query else {"timeout": 30}
+        engine = create_engine(url, connect_args=timeout)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

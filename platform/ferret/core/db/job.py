@@ -214,13 +214,14 @@ def fail_orphaned_jobs(session: Session) -> list[int]:
     rows = session.execute(
         select(Job.id, Job.celery_id).where(Job.state.not_in(FINISHED_STATES), Job.celery_id.startswith(prefix))
     ).all()
-    orphaned = [job_id for job_id, owner in rows if not _process_alive(str(owner).removeprefix(prefix))]
+    orphaned = [job_id for job_id, owner in rows if not process_alive(str(owner).removeprefix(prefix))]
     for job_id in orphaned:
         fail_job(session, job_id, ORPHANED_ERROR)
     return orphaned
 
 
-def _process_alive(pid: str) -> bool:
+def process_alive(pid: str) -> bool:
+    """Whether process ``pid`` of this host still exists."""
     if not pid.isdigit():
         return False
     try:

@@ -162,6 +162,8 @@ class Document(Base):
     """The source's own version of the document (push API): an upsert with the version already stored is a no-op."""
     source_updated_at: Mapped[datetime | None] = mapped_column(default=None)
     """When the source last changed the document; a push carrying an older ``updated_at`` is ignored."""
+    quarantine_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    """Why the index refused this document: it stays in the database (listed, deletable) but reaches no shard."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
@@ -285,11 +287,15 @@ class Job(Base):
 
 
 class ApiKeyScope(enum.StrEnum):
-    """What an API key may do; ``admin`` implies the others."""
+    """What an API key may do; ``admin`` implies search and ingest, ``owner`` implies admin.
+
+    An admin key manages keys only within its own groups (a key it creates gets a subset of them); an owner key
+    may grant any group. A leaked admin key therefore reads no more than its own groups."""
 
     SEARCH = "search"
     INGEST = "ingest"
     ADMIN = "admin"
+    OWNER = "owner"
 
 
 class ApiKey(Base):
@@ -307,6 +313,22 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_used_at: Mapped[datetime | None] = mapped_column(default=None)
     revoked_at: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class AuditEvent(Base):
+    """Who changed access or what search serves: key created or revoked, index version promoted or rolled back.
+
+    ``actor`` is ``key:<name>`` for an API caller, ``cli:<user>@<host>`` for a command, ``system`` for Ferret
+    itself (an unreadable index version replaced automatically). Rows are only ever added."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(256))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(256))
+    detail: Mapped[dict[str, Any]] = mapped_column(default=dict)
 
 
 # Promptagator (Dai et al. 2022): a retrieval task, its few-shot examples, generation runs and their queries.
@@ -389,6 +411,8 @@ class GenerationRun(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    owner: Mapped[str | None] = mapped_column(String(255), default=None)
+    """``<host>:<pid>`` of the process generating: a run left ``running`` by a process that is gone is interrupted."""
 
     task: Mapped[RetrievalTask] = relationship()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
+from ferret.core.db.job import process_alive
 from ferret.core.db.models import (
     Corpus,
     Document,
@@ -17,12 +20,39 @@ from ferret.core.db.models import (
     QueryStatus,
     RetrievalTask,
     SyntheticQuery,
+    utcnow,
 )
 from ferret.core.errors import NotFoundError
 
+ORPHANED_RUN_ERROR = "the process generating it stopped (killed or crashed); run the task again to resume it"
+
+
+def run_owner() -> str:
+    """``<host>:<pid>`` of this process, written on the run it generates."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def interrupt_orphaned_runs(session: Session) -> list[int]:
+    """Mark interrupted the runs of this host left ``running`` by a process that is gone; returns their ids.
+
+    Why: a killed ``ferret pipeline run`` (or worker) cannot mark its own run, which otherwise stays running for
+    ever. Runs of other hosts, and runs written before owners were recorded, are left alone."""
+    prefix = f"{socket.gethostname()}:"
+    rows = session.execute(
+        select(GenerationRun).where(
+            GenerationRun.state == GenerationState.RUNNING, GenerationRun.owner.startswith(prefix)
+        )
+    ).scalars()
+    orphaned = [run for run in rows if not process_alive(str(run.owner).removeprefix(prefix))]
+    for run in orphaned:
+        run.state, run.error, run.finished_at = GenerationState.INTERRUPTED, ORPHANED_RUN_ERROR, utcnow()
+    return [run.id for run in orphaned]
+
 
 def create_run(session: Session, task: RetrievalTask, settings: dict[str, Any]) -> GenerationRun:
-    run = GenerationRun(task_id=task.id, state=GenerationState.RUNNING, settings=dict(settings), counters={})
+    run = GenerationRun(
+        task_id=task.id, state=GenerationState.RUNNING, settings=dict(settings), counters={}, owner=run_owner()
+    )
     session.add(run)
     session.flush()
     return run

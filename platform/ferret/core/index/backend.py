@@ -16,6 +16,17 @@ PAYLOAD_KEYWORD_FIELDS = ("acl_groups", "source", "external_id")
 PAYLOAD_INTEGER_FIELDS = ("document_id", "passage_id")
 
 
+class UnreadableCollectionError(Exception):
+    """A collection exists but its engine cannot open it (a corrupt write-ahead log, a payload it cannot read back).
+
+    Not a user error by itself: ``VersionedCollection`` turns it into a failed version and a fallback."""
+
+    def __init__(self, collection: str, reason: str) -> None:
+        super().__init__(f"collection {collection!r} cannot be loaded: {reason}")
+        self.collection = collection
+        self.reason = reason
+
+
 class IndexBackend(ABC):
     """Storage and search of dense + BM25 sparse vectors with payloads, in versioned collections."""
 

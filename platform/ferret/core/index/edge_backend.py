@@ -17,7 +17,13 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from ferret.core.index.backend import PAYLOAD_INTEGER_FIELDS, PAYLOAD_KEYWORD_FIELDS, IndexBackend
+from ferret.core.errors import UnavailableError
+from ferret.core.index.backend import (
+    PAYLOAD_INTEGER_FIELDS,
+    PAYLOAD_KEYWORD_FIELDS,
+    IndexBackend,
+    UnreadableCollectionError,
+)
 from ferret.core.index.types import DENSE, SPARSE, IndexPoint, SearchHit, SearchRequest, SparseVector
 
 _UPSERT_BATCH = 512
@@ -52,6 +58,8 @@ class EdgeIndexBackend(IndexBackend):
         self.collections_dir.mkdir(parents=True, exist_ok=True)
         self._aliases_file = root / "aliases.json"
         self._shards: dict[str, qe.EdgeShard] = {}
+        self._unreadable: dict[str, str] = {}
+        """Shards that failed to load, with the engine's reason: not re-read on every request."""
         self._lock = threading.RLock()
 
     # -- shards -------------------------------------------------------------------------------------------------
@@ -67,9 +75,26 @@ class EdgeIndexBackend(IndexBackend):
                 path = self._path(collection)
                 if not path.is_dir():
                     raise KeyError(f"collection {collection!r} does not exist")
-                shard = qe.EdgeShard.load(str(path))
+                if collection in self._unreadable:
+                    raise UnreadableCollectionError(collection, self._unreadable[collection])
+                shard = self._load(collection, path)
                 self._shards[collection] = shard
             return shard
+
+    def _load(self, collection: str, path: Path) -> qe.EdgeShard:
+        try:
+            return qe.EdgeShard.load(str(path))
+        except Exception as error:  # qdrant-edge raises plain Exception with the engine's message
+            message = str(error)
+            if "WouldBlock" in message:
+                # Another process holds the shard's write-ahead log: Qdrant Edge allows one process per shard.
+                raise UnavailableError(
+                    f"The embedded index {collection!r} is open in another Ferret process (`ferret serve`, or a "
+                    "running ingest, build or pipeline); use the running server's HTTP API, or wait for that "
+                    "process to stop."
+                ) from None
+            self._unreadable[collection] = message
+            raise UnreadableCollectionError(collection, message) from error
 
     def create_collection(self, collection: str, dimension: int) -> None:
         config = qe.EdgeConfig(
@@ -92,6 +117,7 @@ class EdgeIndexBackend(IndexBackend):
             shard = self._shards.pop(collection, None)
             if shard is not None:
                 shard.close()
+            self._unreadable.pop(collection, None)
             shutil.rmtree(self._path(collection), ignore_errors=True)
             # As in Qdrant, a collection's aliases go with it: never leave an alias pointing at nothing.
             aliases = self._read_aliases()

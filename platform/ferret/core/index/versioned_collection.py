@@ -4,6 +4,10 @@ Life of a version (``IndexState``): ``building`` → ``ready`` → ``active`` �
 rollback) → ``retired`` (collection deleted). A build that fails or is interrupted is marked ``failed`` and its
 partial collection removed; the alias never points at an incomplete collection.
 
+A version whose collection can no longer be loaded (``UnreadableCollectionError``) is marked ``failed`` with the
+engine's reason; if it was active, the newest ready version that loads takes over, so the corpus keeps serving, and
+``repair`` rebuilds it from the database. Documents the index cannot take are quarantined (``quarantine.py``).
+
 Example:
     >>> versions = VersionedCollection(session, settings, backend, corpus)
     >>> v = versions.build(registry.ensure_base())
@@ -13,14 +17,22 @@ Example:
 from __future__ import annotations
 
 import fcntl
+import logging
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ferret.core.db.document import iter_passages, passage_ids_by_length
+from ferret.core.db.audit import SYSTEM_ACTOR, record_event
+from ferret.core.db.document import (
+    indexable_documents,
+    indexable_passage_count,
+    iter_passages,
+    passage_ids_by_length,
+    passage_ids_of_documents,
+)
 from ferret.core.db.index_version import (
     LIVE_STATES,
     active_index_version,
@@ -28,14 +40,31 @@ from ferret.core.db.index_version import (
     list_index_versions,
     live_index_versions,
 )
-from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion, Passage, utcnow
+from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion, utcnow
 from ferret.core.encoder.registry import load_encoder
-from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
-from ferret.core.index.backend import IndexBackend
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
+from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 from ferret.core.index.points import PointBuilder, sparse_encoder_for
+from ferret.core.index.quarantine import QuarantineWriter, stored_document_problem
 from ferret.core.index.types import point_id
 from ferret.core.progress import Progress, quiet
 from ferret.core.settings import FerretSettings
+
+logger = logging.getLogger(__name__)
+
+
+def repair_command(corpus: str) -> str:
+    return f"ferret index repair --corpus {corpus}"
+
+
+@dataclass
+class RepairReport:
+    quarantined: list[tuple[str, str]] = field(default_factory=list)
+    """(external id, reason) of the documents quarantined by this repair."""
+    unreadable: list[int] = field(default_factory=list)
+    """Version numbers that could not be loaded (now failed)."""
+    rebuilt: IndexVersion | None = None
+    promoted: bool = False
 
 
 @contextmanager
@@ -68,6 +97,9 @@ class VersionedCollection:
         self.settings = settings
         self.backend = backend
         self.corpus = corpus
+        self.writer = QuarantineWriter(backend)
+        self.unreadable: list[tuple[IndexVersion, str]] = []
+        """Live versions a sync had to skip because they cannot be loaded; see ``replace_unreadable``."""
 
     @property
     def alias(self) -> str:
@@ -129,7 +161,7 @@ class VersionedCollection:
 
     def build(self, model: ModelVersion, *, progress: Progress = quiet) -> IndexVersion:
         """Embed every passage into a new collection; returns the version in state ``ready``, not yet active."""
-        total = self.session.scalar(select(func.count(Passage.id)).where(Passage.corpus_id == self.corpus.id)) or 0
+        total = indexable_passage_count(self.session, self.corpus)
         if total == 0:
             raise ConflictError(f"Corpus {self.corpus.name!r} has no passages; ingest documents before indexing.")
         self.recover_abandoned_builds()
@@ -150,10 +182,12 @@ class VersionedCollection:
             done = 0
             by_length = passage_ids_by_length(self.session, self.corpus)
             for rows in iter_passages(self.session, self.corpus, passage_ids=by_length, batch_size=256):
-                self.backend.upsert(index_version.collection, points.build(rows))
+                self.writer.write(index_version.collection, rows, points)
                 done += len(rows)
                 progress("indexing", done / total)
             self.backend.finalize(index_version.collection)
+            self.session.flush()  # quarantined documents leave the expected count
+            total = indexable_passage_count(self.session, self.corpus)
             count = self.backend.count(index_version.collection)
             if count != total:
                 raise RuntimeError(f"collection holds {count} points for {total} passages")
@@ -167,12 +201,14 @@ class VersionedCollection:
             self.session.commit()
             raise
         index_version.point_count = count
+        index_version.passage_count = total
         index_version.state = IndexState.READY
         index_version.ready_at = utcnow()
         self.session.commit()
 
-    def promote(self, index_version: IndexVersion) -> IndexVersion:
-        """Make a ready version the one search reads: one atomic alias swap, then the database record."""
+    def promote(self, index_version: IndexVersion, *, actor: str = SYSTEM_ACTOR) -> IndexVersion:
+        """Make a ready version the one search reads: one atomic alias swap, then the database record (and the
+        audit trail, naming ``actor``)."""
         if index_version.corpus_id != self.corpus.id:
             raise ConflictError("That index version belongs to another corpus.")
         if index_version.state == IndexState.ACTIVE:
@@ -188,10 +224,17 @@ class VersionedCollection:
             previous.state = IndexState.READY
         index_version.state = IndexState.ACTIVE
         index_version.activated_at = utcnow()
+        record_event(
+            self.session,
+            actor,
+            "index.promote",
+            self.corpus.name,
+            {"version": index_version.version, "previous": previous.version if previous is not None else None},
+        )
         self.session.commit()
         return index_version
 
-    def rollback(self) -> IndexVersion:
+    def rollback(self, *, actor: str = SYSTEM_ACTOR) -> IndexVersion:
         """Re-activate the most recently active ready version before the current one."""
         current = active_index_version(self.session, self.corpus)
         candidates = [
@@ -202,7 +245,14 @@ class VersionedCollection:
         if not candidates:
             raise NotFoundError(f"Corpus {self.corpus.name!r} has no earlier ready version to roll back to.")
         target = max(candidates, key=lambda v: v.activated_at or utcnow())
-        return self.promote(target)
+        record_event(
+            self.session,
+            actor,
+            "index.rollback",
+            self.corpus.name,
+            {"version": target.version, "previous": current.version if current is not None else None},
+        )
+        return self.promote(target, actor=actor)
 
     def collect(self, keep: int | None = None) -> list[IndexVersion]:
         """Retire ready versions beyond the newest ``keep`` and remove failed leftovers; the active one stays."""
@@ -223,12 +273,126 @@ class VersionedCollection:
         return retired
 
     def sync(self, upsert_passage_ids: Sequence[int], delete_passage_ids: Sequence[int]) -> None:
-        """Apply an ingest's changes to every live version, each embedded with its own model."""
+        """Apply an ingest's changes to every live version, each embedded with its own model.
+
+        A version that cannot be loaded is skipped (listed in ``unreadable``; the caller replaces it after its
+        commit), so one broken shard never blocks pushes and deletions on the others."""
+        readable: list[IndexVersion] = []
         for index_version in live_index_versions(self.session, self.corpus):
             collection = index_version.collection
-            self.backend.delete(collection, [point_id(self.corpus.id, pid) for pid in delete_passage_ids])
-            if upsert_passage_ids:
-                points = self._points(index_version.model_version)
-                for rows in iter_passages(self.session, self.corpus, passage_ids=upsert_passage_ids, batch_size=256):
-                    self.backend.upsert(collection, points.build(rows))
-            index_version.point_count = self.backend.count(collection)
+            try:
+                self.backend.delete(collection, [point_id(self.corpus.id, pid) for pid in delete_passage_ids])
+                if upsert_passage_ids:
+                    points = self._points(index_version.model_version)
+                    for rows in iter_passages(
+                        self.session, self.corpus, passage_ids=upsert_passage_ids, batch_size=256
+                    ):
+                        self.writer.write(collection, rows, points)
+            except UnreadableCollectionError as error:
+                self.unreadable.append((index_version, error.reason))
+                continue
+            readable.append(index_version)
+        refused = [point_id(self.corpus.id, pid) for pid in self.writer.refused_passage_ids]
+        for index_version in readable:
+            if refused:  # another version may have taken a document this one refused
+                self.backend.delete(index_version.collection, refused)
+            index_version.point_count = self.backend.count(index_version.collection)
+
+    # -- versions that cannot be loaded -------------------------------------------------------------------------
+    def replace_unreadable(self, index_version: IndexVersion, reason: str) -> IndexVersion | None:
+        """Mark a version that cannot be loaded ``failed``; if it was active, promote the newest ready version
+        that loads. Commits. Returns the version now active (None: nothing left to serve)."""
+        was_active = index_version.state == IndexState.ACTIVE or self.backend.resolve_alias(self.alias) == (
+            index_version.collection
+        )
+        if index_version.state != IndexState.FAILED:
+            index_version.state = IndexState.FAILED
+            index_version.error = f"cannot be loaded: {reason}"[:2_000]
+            record_event(
+                self.session,
+                SYSTEM_ACTOR,
+                "index.unreadable",
+                self.corpus.name,
+                {"version": index_version.version, "reason": reason[:500]},
+            )
+        if not was_active:
+            self.session.commit()
+            return active_index_version(self.session, self.corpus)
+        ready = [v for v in live_index_versions(self.session, self.corpus) if v.state == IndexState.READY]
+        for candidate in sorted(ready, key=lambda v: (v.activated_at is not None, v.version), reverse=True):
+            try:
+                self.backend.count(candidate.collection)  # loads the shard
+            except UnreadableCollectionError as error:
+                candidate.state = IndexState.FAILED
+                candidate.error = f"cannot be loaded: {error.reason}"[:2_000]
+                continue
+            logger.warning(
+                "%s; serving version %d instead", self.unreadable_sentence(index_version, reason), candidate.version
+            )
+            return self.promote(candidate)
+        self.session.commit()
+        return None
+
+    def replace_all_unreadable(self) -> None:
+        """After an ingest's commit: replace the versions its sync found unreadable."""
+        found, self.unreadable = self.unreadable, []
+        for index_version, reason in found:
+            self.replace_unreadable(index_version, reason)
+
+    def unreadable_sentence(self, index_version: IndexVersion, reason: str) -> str:
+        short = reason if len(reason) <= 160 else reason[:159] + "…"
+        return (
+            f"Index version {index_version.version} of corpus {self.corpus.name!r} cannot be loaded ({short}); "
+            f"run `{repair_command(self.corpus.name)}` to rebuild it from the database"
+        )
+
+    def unavailable(self, index_version: IndexVersion, reason: str) -> UnavailableError:
+        return UnavailableError(f"{self.unreadable_sentence(index_version, reason)} (no earlier version can serve).")
+
+    def repair(self, *, actor: str = SYSTEM_ACTOR, progress: Progress = quiet) -> RepairReport:
+        """Quarantine stored documents beyond the payload limits, fail the versions that cannot be loaded, and
+        rebuild the newest of those with its model (promoted if it was the one search read)."""
+        report = RepairReport()
+        for documents in indexable_documents(self.session, self.corpus):
+            for document in documents:
+                reason = stored_document_problem(document)
+                if reason is not None:
+                    passages = passage_ids_of_documents(self.session, [document.id])
+                    document.quarantine_reason = reason
+                    report.quarantined.append((document.external_id, reason))
+                    for index_version in live_index_versions(self.session, self.corpus):
+                        with suppress(UnreadableCollectionError):  # found and failed just below
+                            self.backend.delete(
+                                index_version.collection, [point_id(self.corpus.id, pid) for pid in passages]
+                            )
+        self.session.commit()
+        broken: list[tuple[IndexVersion, bool]] = []
+        for index_version in live_index_versions(self.session, self.corpus):
+            try:
+                self.backend.count(index_version.collection)
+            except UnreadableCollectionError as error:
+                was_active = index_version.state == IndexState.ACTIVE
+                self.replace_unreadable(index_version, error.reason)
+                broken.append((index_version, was_active))
+                report.unreadable.append(index_version.version)
+        if broken:
+            newest, was_active = max(broken, key=lambda pair: pair[0].version)
+            report.rebuilt = self.build(newest.model_version, progress=progress)
+            if was_active or active_index_version(self.session, self.corpus) is None:
+                self.promote(report.rebuilt, actor=actor)
+                report.promoted = True
+            for index_version, _ in broken:
+                self.backend.drop_collection(index_version.collection)
+        record_event(
+            self.session,
+            actor,
+            "index.repair",
+            self.corpus.name,
+            {
+                "quarantined": len(report.quarantined),
+                "unreadable": report.unreadable,
+                "rebuilt": report.rebuilt.version if report.rebuilt is not None else None,
+            },
+        )
+        self.session.commit()
+        return report

@@ -38,8 +38,6 @@ DEFAULT_RERANK_DEPTH = 20
 (benchmarks/RESULTS.md, reranker latency)."""
 
 _ACTIVE_TTL_S = 2.0
-_ACTIVE: dict[str, tuple[float, SearchPlan | None]] = {}
-_ACTIVE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -102,29 +100,50 @@ def default_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
     return SearchPlan(index.collection, index.model_version.path, label=f"rrf over {index.model_version.name}")
 
 
-def active_plan(corpus_name: str, sessions: Callable[[], AbstractContextManager[Session]]) -> SearchPlan | None:
-    """The active configuration's plan, kept for a couple of seconds per process, so search runs one small query
-    per corpus at most that often (a promotion in another process is seen within that time). A broken active
+def read_active_plan(session: Session, corpus_name: str) -> SearchPlan | None:
+    """The active configuration's plan, read now (``ActivePlans`` keeps it per searcher). A broken active
     configuration (a reranker's files deleted after promotion) keeps serving its first stage, with the error in the
     log, rather than failing every search."""
-    now = time.monotonic()
-    with _ACTIVE_LOCK:
-        cached = _ACTIVE.get(corpus_name)
-        if cached is not None and now - cached[0] < _ACTIVE_TTL_S:
-            return cached[1]
-    plan: SearchPlan | None = None
-    with sessions() as session:
-        corpus = get_corpus(session, corpus_name)
-        config = active_search_config(session, corpus)
-        if config is not None:
-            try:
-                plan = plan_for(session, corpus, config)
-            except ConflictError as error:
-                log.error("%s; serving the first stage of the active configuration without it", error)
-                plan = _first_stage_only(session, corpus, config)
-    with _ACTIVE_LOCK:
-        _ACTIVE[corpus_name] = (now, plan)
-    return plan
+    corpus = get_corpus(session, corpus_name)
+    config = active_search_config(session, corpus)
+    if config is None:
+        return None
+    try:
+        return plan_for(session, corpus, config)
+    except ConflictError as error:
+        log.error("%s; serving the first stage of the active configuration without it", error)
+        return _first_stage_only(session, corpus, config)
+
+
+class ActivePlans:
+    """The active plan of each corpus, kept for a couple of seconds by one searcher, so search runs one small query
+    per corpus at most that often; a promotion (in this process or another) is seen within that time, or at once
+    after ``forget``."""
+
+    def __init__(self, ttl_s: float = _ACTIVE_TTL_S) -> None:
+        self.ttl_s = ttl_s
+        self._plans: dict[str, tuple[float, SearchPlan | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, corpus_name: str, sessions: Callable[[], AbstractContextManager[Session]]) -> SearchPlan | None:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._plans.get(corpus_name)
+            if cached is not None and now - cached[0] < self.ttl_s:
+                return cached[1]
+        with sessions() as session:
+            plan = read_active_plan(session, corpus_name)
+        with self._lock:
+            self._plans[corpus_name] = (now, plan)
+        return plan
+
+    def forget(self, corpus_name: str | None = None) -> None:
+        """Drop the kept plan of ``corpus_name`` (or of every corpus), after a promotion in this process."""
+        with self._lock:
+            if corpus_name is None:
+                self._plans.clear()
+            else:
+                self._plans.pop(corpus_name, None)
 
 
 def _first_stage_only(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPlan | None:
@@ -137,15 +156,6 @@ def _first_stage_only(session: Session, corpus: Corpus, config: SearchConfig) ->
     return SearchPlan(index.collection, index.model_version.path, Fusion.from_json(config.fusion), label="degraded")
 
 
-def forget_active(corpus_name: str | None = None) -> None:
-    """Drop the cached active plan (after a promotion in this process)."""
-    with _ACTIVE_LOCK:
-        if corpus_name is None:
-            _ACTIVE.clear()
-        else:
-            _ACTIVE.pop(corpus_name, None)
-
-
 def promote_config(
     session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus, config: SearchConfig
 ) -> SearchConfig:
@@ -156,7 +166,6 @@ def promote_config(
     VersionedCollection(session, settings, backend, corpus).promote(index)
     mark_active(session, config)
     session.commit()
-    forget_active(corpus.name)
     return config
 
 

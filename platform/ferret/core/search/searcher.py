@@ -29,11 +29,12 @@ from ferret.core.db.index_version import active_index_version, find_index_versio
 from ferret.core.db.models import IndexState, IndexVersion
 from ferret.core.encoder.registry import load_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
-from ferret.core.index.backend import IndexBackend
+from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_mode
+from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.cross_encoder import rerank
-from ferret.core.search.configuration import SearchPlan, active_plan
+from ferret.core.search.configuration import ActivePlans, SearchPlan
 from ferret.core.search.fusion import Fusion, fuse
 from ferret.core.settings import FerretSettings
 
@@ -123,6 +124,8 @@ class Searcher:
         """Collection → folder of the model that embedded it; filled on first use, never stale (see ``_resolve``)."""
         # BM25 query vectors weigh each distinct query term 1; length normalization only shapes document vectors.
         self.query_bm25 = SparseEncoder()
+        self.active_plans = ActivePlans()
+        """The active search configuration of each corpus, kept a couple of seconds (``ActivePlans``)."""
 
     @classmethod
     def over(cls, session: Session, settings: FerretSettings, backend: IndexBackend) -> Searcher:
@@ -246,10 +249,45 @@ class Searcher:
         plan: SearchPlan | None = None,
     ) -> list[list[SearchResult]]:
         """Search with ``plan`` (an explicit configuration, or the base one) when given; otherwise with the active
-        configuration of the corpus, or plain RRF over the active index when the corpus has none."""
-        search_mode = self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
+        configuration of the corpus, or plain RRF over the active index version (or ``index_version``) when the corpus
+        has none. If the active version's shard cannot be loaded, it is replaced by the newest ready version that
+        loads and the search runs there (``VersionedCollection``)."""
+        self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
+        arguments: dict[str, Any] = {"k": k, "mode": mode, "acl_groups": acl_groups, "filters": filters, "plan": plan}
+        try:
+            return self._search_many(corpus_name, queries, index_version=index_version, **arguments)
+        except UnreadableCollectionError as error:
+            explicit = index_version is not None or plan is not None
+            self._replace_unreadable(corpus_name, error, explicit=explicit)
+            return self._search_many(corpus_name, queries, index_version=None, **arguments)
+
+    def _replace_unreadable(self, corpus_name: str, error: UnreadableCollectionError, *, explicit: bool) -> None:
+        """Fail the version that cannot load and let the corpus fall back; an explicitly named version, or a
+        corpus with nothing left to serve, gets the one sentence naming the repair command."""
+        with self.sessions() as session:
+            broken = find_index_version_by_collection(session, error.collection)
+            if broken is None:
+                raise error
+            versions = VersionedCollection(session, self.settings, self.backend, get_corpus(session, corpus_name))
+            now_active = versions.replace_unreadable(broken, error.reason)  # commits
+            if explicit or now_active is None:
+                raise versions.unavailable(broken, error.reason) from None
+
+    def _search_many(
+        self,
+        corpus_name: str,
+        queries: Sequence[str],
+        *,
+        k: int,
+        mode: str | None,
+        acl_groups: Sequence[str] | None,
+        filters: dict[str, Any] | None,
+        index_version: IndexVersion | None,
+        plan: SearchPlan | None,
+    ) -> list[list[SearchResult]]:
+        search_mode = self.mode(mode)
         if plan is None and index_version is None:
-            plan = active_plan(corpus_name, self.sessions)
+            plan = self.active_plans.get(corpus_name, self.sessions)
         if plan is not None:
             target, model_path = plan.collection, plan.model_path
         else:

@@ -7,9 +7,10 @@ import json
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ferret.core.acl import PUBLIC_GROUP
+from ferret.core.sources.limits import document_problem
 
 
 class Document(BaseModel):
@@ -29,6 +30,32 @@ class Document(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     acl_groups: list[str] = Field(default_factory=lambda: [PUBLIC_GROUP])
     updated_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _within_limits(self) -> Document:
+        """No document beyond the payload limits exists at all, whichever connector or API built it."""
+        reason = document_problem(
+            external_id=self.external_id,
+            title=self.title,
+            text=self.text,
+            source=self.source,
+            metadata=self.metadata,
+            acl_groups=self.acl_groups,
+        )
+        if reason is not None:
+            raise ValueError(reason)
+        return self
+
+    @classmethod
+    def or_skipped(cls, **fields: Any) -> Document | SkippedItem:
+        """The document, or a ``SkippedItem`` saying why it cannot be indexed: what a connector yields for data
+        from its source, so one bad record is reported instead of stopping the whole load."""
+        try:
+            return cls(**fields)
+        except ValidationError as error:
+            first = error.errors()[0]
+            reason = str(first.get("msg", "invalid document")).removeprefix("Value error, ")
+            return SkippedItem(external_id=str(fields.get("external_id", "?"))[:1024], reason=reason)
 
     @property
     def content_hash(self) -> str:

@@ -36,6 +36,7 @@ from ferret.core.db.synthetic import (
     documents_by_ids,
     generated_document_ids,
     resumable_run,
+    run_owner,
 )
 from ferret.core.db.task import example_document
 from ferret.core.errors import InvalidInputError
@@ -183,7 +184,7 @@ def generate(
     if run is None:
         run = create_run(session, task, snapshot)
     else:
-        run.state, run.error, run.finished_at = GenerationState.RUNNING, None, None
+        run.state, run.error, run.finished_at, run.owner = GenerationState.RUNNING, None, None, run_owner()
     session.commit()
 
     sample = sample_documents(corpus_document_ids(session, task.corpus_id), settings.max_documents, settings.seed)

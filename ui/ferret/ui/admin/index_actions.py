@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from ferret.core.db.audit import local_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version
 from ferret.core.index.versioned_collection import VersionedCollection
@@ -21,7 +22,7 @@ def promote_index_version(corpus_name: str, version: int) -> str:
     with app_context() as context:
         corpus = get_corpus(context.session, corpus_name)
         versions = VersionedCollection(context.session, context.settings, context.backend, corpus)
-        promoted = versions.promote(get_index_version(context.session, corpus, version))
+        promoted = versions.promote(get_index_version(context.session, corpus, version), actor=local_actor("admin"))
         return f"{corpus_name}: version {promoted.version} is active (collection {promoted.collection})."
 
 
@@ -29,5 +30,7 @@ def roll_back_corpus(corpus_name: str) -> str:
     """Re-activate the version that was active before the current one; returns what happened."""
     with app_context() as context:
         corpus = get_corpus(context.session, corpus_name)
-        restored = VersionedCollection(context.session, context.settings, context.backend, corpus).rollback()
+        restored = VersionedCollection(context.session, context.settings, context.backend, corpus).rollback(
+            actor=local_actor("admin")
+        )
         return f"{corpus_name}: rolled back to version {restored.version} (collection {restored.collection})."

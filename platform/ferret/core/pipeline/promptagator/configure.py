@@ -11,7 +11,6 @@ A redelivered stage finds the configuration carrying the pipeline's key and reus
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -33,10 +32,9 @@ from ferret.core.rerank.training import RerankerTrainingConfig
 from ferret.core.search.configuration import (
     DEFAULT_RERANK_DEPTH,
     SearchPlan,
-    active_plan,
     default_plan,
-    forget_active,
     promote_config,
+    read_active_plan,
 )
 from ferret.core.search.searcher import Searcher
 from ferret.core.search.tuning import choose_fusion, choose_rerank_weight
@@ -74,8 +72,7 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     if (found := _own_config(session, corpus, state.key)) is not None:  # a redelivery
         return state.advance("configure", time.perf_counter() - started, search_config=dict(found.evidence))
     searcher = Searcher.over(session, settings, context.backend)
-    forget_active(corpus.name)
-    reference = active_plan(corpus.name, lambda: nullcontext(session)) or default_plan(session, corpus)
+    reference = read_active_plan(session, corpus.name) or default_plan(session, corpus)
     if reference is None:  # nothing is indexed yet: there is no search to configure
         skipped = {"skipped": f"corpus {corpus.name!r} has no active index"}
         return state.advance("configure", time.perf_counter() - started, search_config=skipped)

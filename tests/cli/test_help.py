@@ -1,0 +1,17 @@
+"""Every option of ``ferret search`` says what it is for (issue 11, item 12: ``--corpus`` had no help)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from ferret.cli.main import app
+
+
+def test_search_help_describes_corpus_and_the_acl_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    result = CliRunner().invoke(app, ["search", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert "Corpus to search (its active index version)." in text
+    assert "--all-groups" in text and "as `public` only, unless --group or --all-groups is given" in text
