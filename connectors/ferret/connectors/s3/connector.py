@@ -107,7 +107,8 @@ class S3Connector(IncrementalConnector, SlimConnector, PermissionPass):
             arguments: dict[str, Any] = {"Bucket": self.settings.bucket, "Prefix": self.settings.prefix}
             if token:
                 arguments["ContinuationToken"] = token
-            page: dict[str, Any] = self._call(partial(self.client.list_objects_v2, **arguments))
+            response = self._call(partial(self.client.list_objects_v2, **arguments))
+            page: dict[str, Any] = dict(response)
             objects.extend(item for item in page.get("Contents", []) if self._included(item["Key"]))
             if not page.get("IsTruncated"):
                 return objects
