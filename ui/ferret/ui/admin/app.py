@@ -20,6 +20,7 @@ PAGES = [
     ("synthetic.py", "Synthetic data", ":material/science:"),
     ("evaluation.py", "Evaluation and versions", ":material/leaderboard:"),
     ("playground.py", "Search playground", ":material/search:"),
+    ("sources.py", "Sources", ":material/sync:"),
     ("access.py", "Access", ":material/key:"),
 ]
 
