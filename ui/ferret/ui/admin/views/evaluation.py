@@ -14,6 +14,7 @@ from ferret.core.db.model_version import list_model_versions
 from ferret.core.eval.per_query import BM25, wins_and_losses
 from ferret.ui.admin.actions import collect_versions, evaluate_upload
 from ferret.ui.admin.common import EVALUATION_RESULTS_KEY, attempt, page_context, run_action, show_notice, when
+from ferret.ui.admin.config_section import search_configurations_section
 from ferret.ui.admin.index_actions import promote_index_version, roll_back_corpus
 from ferret.ui.admin.overview import load_overview
 
@@ -158,6 +159,7 @@ def render() -> None:
         if not list_corpora(context.session):
             st.info("No corpora yet.")
         _versions_section(context)
+        search_configurations_section(context, [corpus.name for corpus in list_corpora(context.session)])
         _upload_section(context)
 
 

@@ -1,6 +1,6 @@
-"""Search playground: one query against two index versions (or two configurations of one) side by side, with
-scores, passages and the query's words highlighted, searched as a member of the ACL groups the admin gives — the
-same ``Searcher`` and the same access filter as the API."""
+"""Search playground: one query against two index versions (or two modes of one, or two search configurations:
+'base' or a version number) side by side, with scores, passages and the query's words highlighted, searched as a
+member of the ACL groups the admin gives — the same ``Searcher`` and the same access filter as the API."""
 
 from __future__ import annotations
 
@@ -11,10 +11,13 @@ import streamlit as st
 from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.index_version import list_index_versions
 from ferret.core.db.models import IndexState
+from ferret.core.db.search_config import list_search_configs
 from ferret.core.index.types import SEARCH_MODES, parse_mode
+from ferret.core.search.configuration import plan_by_name
 from ferret.ui.admin.common import attempt, escape_markdown, highlight_markdown, page_context, show_notice
 
 RESULTS = 10
+NO_CONFIGURATION = "none (the version above)"
 
 
 def _side(context: Any, column: Any, side: str, corpus_name: str, query: str, groups: list[str] | None) -> None:
@@ -32,13 +35,27 @@ def _side(context: Any, column: Any, side: str, corpus_name: str, query: str, gr
     }
     default = 0 if side == "left" else min(1, len(labels) - 1)
     version = labels[column.selectbox("Version", list(labels), index=default, key=f"playground-version-{side}")]
-    mode = column.selectbox("Configuration", list(SEARCH_MODES), key=f"playground-mode-{side}")
+    mode = column.selectbox("Mode", list(SEARCH_MODES), key=f"playground-mode-{side}")
+    configs = [str(c.version) for c in list_search_configs(context.session, corpus)]
+    configuration = column.selectbox(
+        "Search configuration (replaces the version; its fusion weighs the hybrid mode)",
+        [NO_CONFIGURATION, "base", *configs],
+        key=f"playground-config-{side}",
+    )
     if not query.strip():
         return
     with column:
         results = attempt(
             lambda: context.searcher.search(
-                corpus_name, query, k=RESULTS, mode=parse_mode(mode), acl_groups=groups, index_version=version
+                corpus_name,
+                query,
+                k=RESULTS,
+                mode=parse_mode(mode),
+                acl_groups=groups,
+                index_version=version if configuration == NO_CONFIGURATION else None,
+                plan=None
+                if configuration == NO_CONFIGURATION
+                else plan_by_name(context.session, corpus, str(configuration)),
             )
         )
     if results is None:

@@ -1,0 +1,102 @@
+"""Search configurations in the admin under ``AppTest`` (Evaluation page: list with the guard's figures, promote,
+roll back; Search playground: a configuration on each side), against the real populated store of conftest.py with
+two real configurations of corpus ``kb`` over the base model's index: BM25 only and dense only (convex fusion with
+weight 0 and 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit", reason="the admin needs the ui extra: pip install -e '.[ui]'")
+
+from streamlit.testing.v1 import AppTest
+
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.search_config import active_search_config, create_search_config
+from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.search.fusion import Fusion
+from ferret.ui.runtime import open_context
+
+VIEWS = Path(__file__).resolve().parents[2] / "ui" / "ferret" / "ui" / "admin" / "views"
+TIMEOUT_S = 120
+GUARD = {"passed": True, "reason": "held-out gain above zero", "held_out_gain_low": 0.02}
+
+
+def run(app: AppTest) -> AppTest:
+    app.run()
+    assert not app.exception, [element.value for element in app.exception]
+    return app
+
+
+@pytest.fixture
+def configured_home(populated_home: Path) -> Path:
+    with open_context() as context:
+        corpus = get_corpus(context.session, "kb")
+        base = ModelRegistry(context.session, context.settings).ensure_base()
+        create_search_config(
+            context.session,
+            corpus,
+            base,
+            Fusion("convex", 0.0).to_json(),
+            evidence={"guard": {**GUARD, "candidate": {"held_out_mrr": 0.61}}},
+            note="bm25 only",
+        )
+        create_search_config(context.session, corpus, base, Fusion("convex", 1.0).to_json(), note="dense only")
+    return populated_home
+
+
+def active_version() -> int | None:
+    with open_context() as context:
+        config = active_search_config(context.session, get_corpus(context.session, "kb"))
+        return config.version if config else None
+
+
+def test_list_promote_and_roll_back_search_configurations(configured_home: Path) -> None:
+    app = run(AppTest.from_file(str(VIEWS / "evaluation.py"), default_timeout=TIMEOUT_S))
+    table = next(frame.value for frame in app.dataframe if "retriever" in frame.value.columns)
+    assert list(table["version"]) == [1, 2] and list(table["state"]) == ["ready", "ready"]
+    assert list(table["guard"]) == ["passed", "-"] and table["held-out MRR@10"][0] == 0.61
+    assert table["gain (5th pct)"][0] == 0.02 and list(table["note"]) == ["bm25 only", "dense only"]
+
+    app.button(key="rollback-config-kb").click()  # nothing was ever active
+    run(app)
+    assert [e.value for e in app.error] == ["Corpus 'kb' has no earlier search configuration to roll back to."]
+
+    app.button(key="promote-config-kb").click()
+    run(app)
+    assert [s.value for s in app.success] == ["Search configuration 1 of kb is active."] and active_version() == 1
+    app.selectbox(key="search-config-kb").select(2)
+    run(app)
+    app.button(key="promote-config-kb").click()
+    run(app)
+    assert [s.value for s in app.success] == ["Search configuration 2 of kb is active."] and active_version() == 2
+    table = next(frame.value for frame in app.dataframe if "retriever" in frame.value.columns)
+    assert list(table["state"]) == ["ready", "active"]
+
+    app.button(key="rollback-config-kb").click()
+    run(app)
+    assert [s.value for s in app.success] == ["Rolled back: search configuration 1 of kb is active."]
+    assert active_version() == 1
+
+
+def test_the_playground_compares_two_configurations(configured_home: Path) -> None:
+    app = run(AppTest.from_file(str(VIEWS / "playground.py"), default_timeout=TIMEOUT_S))
+    assert app.selectbox(key="playground-config-left").options == [
+        "none (the version above)",
+        "base",
+        "1",
+        "2",
+    ]
+    app.selectbox(key="playground-config-left").select("2")  # dense only
+    app.selectbox(key="playground-config-right").select("base")
+    for side in ("left", "right"):
+        app.selectbox(key=f"playground-mode-{side}").select("hybrid")
+    app.text_input(key="playground-query").input("capital city of France")
+    run(app)
+    assert not app.error
+    titles = [m.value for m in app.markdown if m.value.startswith("**1. ")]
+    assert len(titles) == 2 and all(title.startswith("**1. Paris**") for title in titles), titles
+    scores = {title.split("score ")[1] for title in titles}
+    assert len(scores) == 2, titles  # dense-only convex scores are not the base's RRF scores

@@ -1,0 +1,85 @@
+"""Search configurations in the admin (``ferret config list|promote|rollback``): each corpus's configurations
+(retriever + fusion + reranker as one unit) with the guard's figures and decision, promote one, roll back — the
+same domain functions as the CLI (``ferret.core.search.configuration``)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import streamlit as st
+
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.search_config import get_search_config, list_search_configs
+from ferret.core.search.configuration import describe, promote_config, rollback_config
+from ferret.ui.admin.common import run_action
+from ferret.ui.runtime import open_context
+
+
+def promote_search_config(corpus_name: str, version: int) -> str:
+    with open_context() as context:
+        corpus = get_corpus(context.session, corpus_name)
+        config = get_search_config(context.session, corpus, version)
+        promote_config(context.session, context.settings, context.backend, corpus, config)
+        context.searcher.active_plans.forget(corpus_name)  # this process's searches see it now, not in 2 s
+        return f"Search configuration {version} of {corpus_name} is active."
+
+
+def roll_back_search_config(corpus_name: str) -> str:
+    with open_context() as context:
+        config = rollback_config(
+            context.session, context.settings, context.backend, get_corpus(context.session, corpus_name)
+        )
+        context.searcher.active_plans.forget(corpus_name)
+        return f"Rolled back: search configuration {config.version} of {corpus_name} is active."
+
+
+def config_rows(configs: list[Any]) -> list[dict[str, Any]]:
+    """One row per configuration, as ``ferret config list`` prints it, with the guard's figures."""
+    rows = []
+    for config in configs:
+        shown = describe(config)
+        guard = shown["guard"] if isinstance(shown["guard"], dict) else {}
+        candidate = guard.get("candidate") if isinstance(guard.get("candidate"), dict) else {}
+        rows.append(
+            {
+                "version": config.version,
+                "state": "active" if config.active else "ready",
+                "retriever": shown["retriever"],
+                "fusion": shown["fusion"],
+                "reranker": f"{shown['reranker']} @{config.rerank_depth} w={config.rerank_weight:.2f}"
+                if shown["reranker"]
+                else "-",
+                "guard": ("passed" if guard.get("passed") else "refused") if guard else "-",
+                "held-out MRR@10": (candidate or {}).get("held_out_mrr"),
+                "gain (5th pct)": guard.get("held_out_gain_low"),
+                "reason": guard.get("reason", ""),
+                "note": config.note,
+            }
+        )
+    return rows
+
+
+def search_configurations_section(context: Any, corpus_names: list[str]) -> None:
+    st.subheader("Search configurations")
+    for corpus_name in corpus_names:
+        configs = list_search_configs(context.session, get_corpus(context.session, corpus_name))
+        st.markdown(f"**{corpus_name}**")
+        if not configs:
+            st.caption("No search configuration yet: search runs RRF over the active index version.")
+            continue
+        st.dataframe(config_rows(configs), hide_index=True)
+        left, middle, right = st.columns([2, 1, 1])
+        version = left.selectbox("Configuration", [c.version for c in configs], key=f"search-config-{corpus_name}")
+        middle.button(
+            "Promote configuration",
+            key=f"promote-config-{corpus_name}",
+            on_click=run_action,
+            args=(partial(promote_search_config, corpus_name, int(version or 0)),),
+        )
+        right.button(
+            "Roll back configuration",
+            key=f"rollback-config-{corpus_name}",
+            on_click=run_action,
+            args=(partial(roll_back_search_config, corpus_name),),
+        )
