@@ -173,3 +173,32 @@ async def test_unreachable_api_is_one_sentence(ferret_home: Path) -> None:
 class RunningApiLike:
     url: str
     search_key: str
+
+
+@pytest.mark.anyio
+async def test_configuration_switcher_offers_the_stored_search_configurations(populated_home: Path) -> None:
+    from ferret.core.db.corpus import get_corpus
+    from ferret.core.db.search_config import create_search_config
+    from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.search.fusion import Fusion
+
+    with open_context() as context:
+        base = ModelRegistry(context.session, context.settings).ensure_base()
+        create_search_config(context.session, get_corpus(context.session, "kb"), base, Fusion("convex", 1.0).to_json())
+    app = FerretSearchApp(LocalSearchClient(), corpus="kb")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press(*"yeast dough")
+        await settle(pilot)
+        await pilot.press("ctrl+g")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)
+        options = app.screen.query_one(OptionList)
+        labels = [str(options.get_option_at_index(i).prompt)[2:] for i in range(options.option_count)]  # after "● "
+        assert labels == ["hybrid", "dense", "sparse", "config base", "config 1"]
+        await pilot.press("down", "down", "down", "down", "enter")
+        await settle(pilot)
+        assert app.configuration == "config 1"
+        assert "config 1" in status(app) and not app.query_one("#status").has_class("error")
+        assert app.hits[0].title == "Bread"
+        assert 0 < app.hits[0].score <= 1  # dense-only convex fusion: a cosine, not an RRF sum
+        assert len(app.hits) > 1  # dense: documents without the words match too

@@ -25,7 +25,7 @@ from textual.worker import get_current_worker
 from ferret.core.errors import FerretError
 from ferret.ui.tui.highlight import snippet_text
 from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen, HelpScreen
-from ferret.ui.tui.search_client import CONFIGURATIONS, Hit, SearchClient
+from ferret.ui.tui.search_client import Hit, SearchClient
 
 DEBOUNCE_S = 0.25
 """Pause in typing after which the query runs: below a keystroke gap for most typists, above a fast burst."""
@@ -224,8 +224,18 @@ class FerretSearchApp(App[None]):
         self.query_one(Input).focus()
 
     def action_switch_configuration(self) -> None:
-        screen = ChoiceScreen("Configuration", list(CONFIGURATIONS), self.configuration)
-        self.push_screen(screen, self._configuration_chosen)
+        self.choose_configuration()
+
+    @work(thread=True, exclusive=True, group="configurations")
+    def choose_configuration(self) -> None:
+        """The modes and, on the local store, the corpus's stored configurations (``config base``, ``config 2``)."""
+        try:
+            names = self.client.configurations(self.corpus)
+        except FerretError as error:
+            self.call_from_thread(self.show_status, str(error), error=True)
+            return
+        screen = ChoiceScreen("Configuration", names, self.configuration)
+        self.call_from_thread(self.push_screen, screen, self._configuration_chosen)
 
     def _configuration_chosen(self, configuration: str | None) -> None:
         if configuration is not None and configuration != self.configuration:

@@ -17,10 +17,12 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ferret.core.db.corpus import list_corpora
+from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.models import Document
+from ferret.core.db.search_config import list_search_configs
 from ferret.core.errors import FerretError, InvalidInputError, NotFoundError
 from ferret.core.index.types import parse_mode
+from ferret.core.search.configuration import plan_by_name
 from ferret.ui.runtime import open_context
 
 CONFIGURATIONS = ("hybrid", "dense", "sparse")
@@ -76,6 +78,8 @@ class SearchClient(Protocol):
 
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]: ...
 
+    def configurations(self, corpus: str | None) -> list[str]: ...
+
     def document(self, hit: Hit) -> DocumentView: ...
 
     def close(self) -> None: ...
@@ -92,6 +96,10 @@ def _check_query(query: str) -> str:
     if not query.strip():
         raise InvalidInputError("The query is empty; type a few words to search for.")
     return query.strip()
+
+
+STORED_PREFIX = "config "
+"""A stored search configuration in the switcher: ``config base`` or ``config <version>`` (``ferret config``)."""
 
 
 def check_configuration(configuration: str) -> str:
@@ -122,14 +130,28 @@ class LocalSearchClient:
             self._context.session.rollback()
             return [corpus.name for corpus in list_corpora(self._context.session)]
 
+    def configurations(self, corpus: str | None) -> list[str]:
+        """The modes, then the corpus's stored search configurations: ``config base`` and one per version."""
+        if corpus is None:
+            return list(CONFIGURATIONS)
+        with self._lock:
+            self._context.session.rollback()
+            stored = list_search_configs(self._context.session, get_corpus(self._context.session, corpus))
+        return [*CONFIGURATIONS, f"{STORED_PREFIX}base", *(f"{STORED_PREFIX}{c.version}" for c in stored)]
+
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
 
         text = _check_query(query)
-        mode = parse_mode(check_configuration(configuration))
+        stored = configuration.removeprefix(STORED_PREFIX) if configuration.startswith(STORED_PREFIX) else None
+        # A stored configuration's fusion weighs BM25 and dense hits, so it runs in hybrid mode.
+        mode = parse_mode("hybrid" if stored is not None else check_configuration(configuration))
         with self._lock:
             context = self._context
             context.session.rollback()
-            results = context.searcher.search(corpus, text, k=k, mode=mode)
+            plan = None
+            if stored is not None:
+                plan = plan_by_name(context.session, get_corpus(context.session, corpus), stored)
+            results = context.searcher.search(corpus, text, k=k, mode=mode, plan=plan)
         return [
             Hit(
                 corpus=corpus,
@@ -211,6 +233,10 @@ class RemoteSearchClient:
 
     def corpora(self) -> list[str]:
         return [str(corpus["name"]) for corpus in self._request("GET", "/v1/corpora")["corpora"]]
+
+    def configurations(self, corpus: str | None) -> list[str]:
+        """The search modes; a remote API's stored configurations are not offered (local store only)."""
+        return list(CONFIGURATIONS)
 
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
         from urllib.parse import quote
