@@ -4,12 +4,13 @@ Discovery reads ``robots.txt`` (its ``Sitemap:`` lines, else ``/sitemap.xml``) a
 the start pages up to ``max_depth``; a URL whose host is not in ``allowed_hosts`` is never fetched, and neither is
 one robots.txt disallows (listed as skipped). Each page is fetched with ``If-None-Match``/``If-Modified-Since``
 from the validators stored in the cursor: 304 is unchanged and costs no parsing; a sitemap ``lastmod`` equal to
-the stored one skips the request entirely. 404 and 410 delete the page; other errors go through the shared retry
-helper and then fail the sync (deleting nothing). Redirects are followed inside the allow-list and the final URL is
-the document id. ``trafilatura`` extracts the main text.
+the stored one skips the request entirely, once the stored copy was fetched after that ``lastmod``'s second (or
+day) was over: an edit inside the same second keeps its ``lastmod``. 404 and 410 delete the page; other errors go
+through the shared retry helper and then fail the sync (deleting nothing). Redirects are followed inside the
+allow-list and the final URL is the document id. ``trafilatura`` extracts the main text.
 
-Cursor: ``{"pages": {url: {"etag", "last_modified", "lastmod", "final"}}, "after": url | None}``; a mark follows
-every page (URLs go in sorted order), so an interrupted sync resumes after the last persisted page.
+Cursor: ``{"pages": {url: {"etag", "last_modified", "lastmod", "final", "fetched"}}, "after": url | None}``; a
+mark follows every page (URLs go in sorted order), so an interrupted sync resumes after the last persisted page.
 
 Permissions: ``acl`` maps URL prefixes to names (first match wins; no match is public), re-checked by a permission
 pass so a config change re-permissions pages without re-embedding.
@@ -20,6 +21,8 @@ from __future__ import annotations
 import re
 import urllib.robotparser
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 from xml.etree import ElementTree
@@ -207,8 +210,8 @@ class WebConnector(IncrementalConnector, SlimConnector, PermissionPass):
     ) -> SyncItem | None:
         if not self._may_fetch(url):
             return SkippedItem(external_id=url, reason="disallowed by robots.txt")
-        if lastmod is not None and known.get("lastmod") == lastmod:
-            return None  # the sitemap says it has not changed since the stored copy
+        if lastmod is not None and known.get("lastmod") == lastmod and _fetched_after(known.get("fetched"), lastmod):
+            return None  # the sitemap says it has not changed since the stored copy was fetched
         headers = {}
         if known.get("etag"):
             headers["If-None-Match"] = known["etag"]
@@ -231,6 +234,7 @@ class WebConnector(IncrementalConnector, SlimConnector, PermissionPass):
             "last_modified": response.headers.get("last-modified"),
             "lastmod": lastmod,
             "final": final,
+            "fetched": response.headers.get("date"),
         }
         return self._document(final, response)
 
@@ -271,6 +275,26 @@ class WebConnector(IncrementalConnector, SlimConnector, PermissionPass):
     def iter_permissions(self) -> Iterator[tuple[str, list[str]]]:
         for url in self.list_external_ids():
             yield url, first_match(self.source_name, url, self.settings.acl, prefix=True)
+
+
+def _fetched_after(fetched: str | None, lastmod: str) -> bool:
+    """Whether a copy fetched at the server's ``Date`` *fetched* is newer than every edit a sitemap ``lastmod`` can
+    stand for. ``lastmod`` is coarse (whole seconds, often a whole day): a page edited again within the same second
+    or day keeps its ``lastmod``, so an unchanged value proves nothing unless the fetch came after that span ended.
+    Unknown or unparsable times answer no: the page is then asked for with a conditional GET, which costs a 304."""
+    if not fetched:
+        return False
+    try:
+        fetched_at = parsedate_to_datetime(fetched)
+        if len(lastmod) == 10:  # W3C date only: the span is the whole day
+            span_end = datetime.fromisoformat(lastmod).replace(tzinfo=UTC) + timedelta(days=1)
+        else:
+            modified = datetime.fromisoformat(lastmod.replace("Z", "+00:00"))
+            modified = modified if modified.tzinfo else modified.replace(tzinfo=UTC)
+            span_end = modified.replace(microsecond=0) + timedelta(seconds=1)
+    except (TypeError, ValueError):
+        return False
+    return fetched_at >= span_end
 
 
 def _parse_sitemap(content: bytes) -> Iterator[tuple[str, str, str | None]]:
