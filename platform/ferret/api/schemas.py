@@ -163,6 +163,24 @@ class SearchOut(BaseModel):
     took_ms: float
 
 
+class PassageOut(FromAttributes):
+    id: int = Field(description="The passage id search results name (`passage_id`).")
+    ordinal: int = Field(description="Position in the document, from 0.")
+    text: str
+
+
+class DocumentOut(BaseModel):
+    corpus: str
+    document_id: int
+    external_id: str
+    source: str
+    title: str
+    metadata: dict[str, Any]
+    acl_groups: list[str] = Field(description="The caller's groups this document is shared with (not all of its own).")
+    updated_at: Timestamp
+    passages: list[PassageOut] = Field(description="Every passage in order; their texts together are the document.")
+
+
 # -- push API ---------------------------------------------------------------------------------------------------
 class PushDocumentIn(ApiRequest):
     external_id: ExternalId

@@ -1,4 +1,5 @@
-"""The connector push API: batch upsert and delete of a corpus's documents by external id, idempotent.
+"""The connector push API: batch upsert and delete of a corpus's documents by external id, idempotent; and one
+document read back by the id search results carry, within the caller's groups.
 
 Each request is applied whole (database and every live index version) before it answers, so a client that got
 200 knows its documents are searchable; a client that got an error or no answer sends the same request again.
@@ -8,13 +9,14 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Path, status
 
-from ferret.api.auth import IngestCaller
+from ferret.api.auth import IngestCaller, SearchCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import DeleteIn, PushIn, PushOut
+from ferret.api.schemas import DeleteIn, DocumentOut, PassageOut, PushIn, PushOut
 from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus
+from ferret.core.db.document import readable_document
 from ferret.core.sources.documents import Document as SourceDocument
 
 router = APIRouter(tags=["documents"])
@@ -82,3 +84,33 @@ def delete_documents(
         body.source, [], delete_external_ids=body.external_ids
     )
     return _report(report)
+
+
+@router.get(
+    "/v1/corpora/{corpus}/documents/{document_id}",
+    response_model=DocumentOut,
+    responses=error_responses(401, 403, 404, 422),
+    summary="One document: its passages in order and its metadata",
+)
+def get_document(
+    caller: SearchCaller,
+    session: SessionDep,
+    corpus: str = Path(max_length=128),
+    document_id: int = Path(ge=1, le=2**63 - 1, description="The `document_id` of a search result."),
+) -> DocumentOut:
+    """What a search result's document holds, for a client's document view (the passage in context). Access is
+    the search's: a document shared with none of the key's groups, or public, answers 404 exactly as a missing one
+    does, for every key (admin keys included)."""
+    corpus_row = get_corpus(session, corpus)
+    document = readable_document(session, corpus_row, document_id, caller.search_groups)
+    return DocumentOut(
+        corpus=corpus_row.name,
+        document_id=document.id,
+        external_id=document.external_id,
+        source=document.source,
+        title=document.title,
+        metadata=dict(document.meta),
+        acl_groups=sorted(set(caller.search_groups).intersection(document.acl_groups)),
+        updated_at=document.updated_at,
+        passages=[PassageOut.model_validate(passage) for passage in document.passages],
+    )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Document, Passage
+from ferret.core.errors import NotFoundError
 
 # A quarantined document matches no hash and no version, so the next delivery of it is tried again.
 _HASH = case((Document.quarantine_reason.is_(None), Document.content_hash), else_=literal(""))
@@ -100,6 +101,23 @@ def passage_ids_by_length(session: Session, corpus: Corpus) -> list[int]:
             .order_by(Passage.token_count, Passage.id)
         )
     )
+
+
+def readable_document(session: Session, corpus: Corpus, document_id: int, groups: Collection[str]) -> Document:
+    """A document of ``corpus`` that a caller with ``groups`` may read, with its passages in order.
+
+    A document shared with none of the groups, quarantined (it reaches no index, so no search returns it) or of
+    another corpus raises the same ``NotFoundError`` as a missing one: the answer must not tell a caller that a
+    document it cannot read exists (issue 11's rule for counts, applied to one document)."""
+    document = session.get(Document, document_id)
+    if (
+        document is None
+        or document.corpus_id != corpus.id
+        or document.quarantine_reason is not None
+        or not set(groups).intersection(document.acl_groups)
+    ):
+        raise NotFoundError(f"Corpus {corpus.name!r} has no document {document_id} that this caller may read.")
+    return document
 
 
 def list_documents(session: Session, corpus: Corpus, *, limit: int = 200) -> list[Document]:

@@ -228,12 +228,15 @@ class FerretSearchApp(App[None]):
 
     @work(thread=True, exclusive=True, group="configurations")
     def choose_configuration(self) -> None:
-        """The modes and, on the local store, the corpus's stored configurations (``config base``, ``config 2``)."""
+        """The modes and the corpus's stored configurations (``config base``, ``config 2``): on the local store, and
+        through the API with an admin key."""
         try:
             names = self.client.configurations(self.corpus)
         except FerretError as error:
             self.call_from_thread(self.show_status, str(error), error=True)
             return
+        if self.client.notice:
+            self.call_from_thread(self.show_status, self.client.notice)
         screen = ChoiceScreen("Configuration", names, self.configuration)
         self.call_from_thread(self.push_screen, screen, self._configuration_chosen)
 

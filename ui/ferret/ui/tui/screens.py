@@ -22,7 +22,7 @@ HELP = """\
   [b]Enter[/b]       open the selected result (passage in context + metadata)
   [b]Esc[/b]         back to the search box / close this screen
   [b]Ctrl+O[/b]      choose the corpus
-  [b]Ctrl+G[/b]      choose the configuration (hybrid, dense, sparse)
+  [b]Ctrl+G[/b]      choose the configuration (a mode or a stored one: config 2)
   [b]Ctrl+Y[/b]      copy the selected result's id
   [b]Ctrl+L[/b]      copy the selected result's link
   [b]F1[/b] or [b]?[/b]      this help

@@ -16,11 +16,12 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import quote
 
 from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.models import Document
 from ferret.core.db.search_config import list_search_configs
-from ferret.core.errors import FerretError, InvalidInputError, NotFoundError
+from ferret.core.errors import FerretError, ForbiddenError, InvalidInputError, NotFoundError
 from ferret.core.index.types import parse_mode
 from ferret.core.search.configuration import plan_by_name
 from ferret.ui.runtime import open_context
@@ -73,6 +74,8 @@ class SearchClient(Protocol):
 
     target: str
     """A short description of where searches go, shown in the status line."""
+    notice: str
+    """Why the last ``configurations`` answer offered less than there is (empty when it did not)."""
 
     def corpora(self) -> list[str]: ...
 
@@ -90,6 +93,23 @@ def _details(hit: Hit, extra: dict[str, str] | None = None) -> tuple[tuple[str, 
     rows += list((extra or {}).items())
     rows += [(f"metadata.{key}", str(value)) for key, value in sorted(hit.metadata.items())]
     return tuple(rows)
+
+
+def in_context(hit: Hit, texts: list[str], ids: list[int], extra: dict[str, str]) -> DocumentView:
+    """The hit's passage with ``CONTEXT_PASSAGES`` neighbours on each side, as both clients show a document."""
+    position = ids.index(hit.passage_id) if hit.passage_id in ids else 0
+    first = max(0, position - CONTEXT_PASSAGES)
+    shown = tuple(texts[first : position + CONTEXT_PASSAGES + 1]) or (hit.text,)
+    rows = {**extra, "passage": f"{position + 1} of {len(texts)}"}
+    return DocumentView(hit.title, shown, position - first, _details(hit, rows))
+
+
+def split_configuration(configuration: str) -> tuple[str, str | None]:
+    """(search mode, stored configuration or None): a stored one (``config 2``) runs in hybrid mode, because its
+    fusion weighs the BM25 and the dense hits."""
+    if configuration.startswith(STORED_PREFIX):
+        return "hybrid", configuration.removeprefix(STORED_PREFIX)
+    return check_configuration(configuration), None
 
 
 def _check_query(query: str) -> str:
@@ -123,6 +143,7 @@ class LocalSearchClient:
         self._context = self._stack.enter_context(open_context())
         self._lock = threading.Lock()
         self.target = "local store"
+        self.notice = ""
 
     def corpora(self) -> list[str]:
 
@@ -142,9 +163,8 @@ class LocalSearchClient:
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
 
         text = _check_query(query)
-        stored = configuration.removeprefix(STORED_PREFIX) if configuration.startswith(STORED_PREFIX) else None
-        # A stored configuration's fusion weighs BM25 and dense hits, so it runs in hybrid mode.
-        mode = parse_mode("hybrid" if stored is not None else check_configuration(configuration))
+        mode_name, stored = split_configuration(configuration)
+        mode = parse_mode(mode_name)
         with self._lock:
             context = self._context
             context.session.rollback()
@@ -178,11 +198,7 @@ class LocalSearchClient:
             texts = [passage.text for passage in document.passages]
             ids = [passage.id for passage in document.passages]
             groups = ", ".join(document.acl_groups) or "public"
-        position = ids.index(hit.passage_id) if hit.passage_id in ids else 0
-        first = max(0, position - CONTEXT_PASSAGES)
-        shown = tuple(texts[first : position + CONTEXT_PASSAGES + 1]) or (hit.text,)
-        extra = {"groups": groups, "passage": f"{position + 1} of {len(texts)}"}
-        return DocumentView(hit.title, shown, position - first, _details(hit, extra))
+        return in_context(hit, texts, ids, {"groups": groups})
 
     def close(self) -> None:
         self._stack.close()
@@ -191,7 +207,9 @@ class LocalSearchClient:
 class RemoteSearchClient:
     """Searches through a Ferret HTTP API with an API key (sent as ``Authorization: Bearer``).
 
-    The API returns each document's best passage only, so the document view shows that passage and the metadata.
+    The document view reads the document route (its passages, within the key's groups) and shows the hit among
+    its neighbours as the local client does. Stored search configurations are listed by an admin route: with a
+    key without the admin scope the switcher offers the modes only, and says why.
     """
 
     def __init__(
@@ -206,6 +224,8 @@ class RemoteSearchClient:
         self.base_url = base_url.rstrip("/")
         self.target = self.base_url
         self.key_variable = key_variable
+        self.notice = ""
+        """Why the last answer offered less than asked (a key without the admin scope), shown in the status line."""
         self._http = httpx.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout_s
         )
@@ -228,20 +248,31 @@ class RemoteSearchClient:
                 detail = str(response.json().get("detail", ""))
             except ValueError:
                 detail = ""
-            raise FerretError(detail or f"The API answered {response.status_code} to {method} {path}.")
+            kind = ForbiddenError if response.status_code == 403 else FerretError
+            raise kind(detail or f"The API answered {response.status_code} to {method} {path}.")
         return response.json()
 
     def corpora(self) -> list[str]:
         return [str(corpus["name"]) for corpus in self._request("GET", "/v1/corpora")["corpora"]]
 
     def configurations(self, corpus: str | None) -> list[str]:
-        """The search modes; a remote API's stored configurations are not offered (local store only)."""
-        return list(CONFIGURATIONS)
+        """The modes, then the corpus's stored search configurations (``GET .../search-configs``, admin scope)."""
+        if corpus is None:
+            return list(CONFIGURATIONS)
+        self.notice = ""
+        try:
+            answer = self._request("GET", f"/v1/corpora/{quote(corpus, safe='')}/search-configs")
+        except ForbiddenError:
+            self.notice = "Stored search configurations are listed for admin keys only; the modes are offered."
+            return list(CONFIGURATIONS)
+        stored = [f"{STORED_PREFIX}{config['version']}" for config in answer["configs"]]
+        return [*CONFIGURATIONS, f"{STORED_PREFIX}base", *stored]
 
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
-        from urllib.parse import quote
-
-        body = {"query": _check_query(query), "k": k, "mode": check_configuration(configuration)}
+        mode, stored = split_configuration(configuration)
+        body: dict[str, Any] = {"query": _check_query(query), "k": k, "mode": mode}
+        if stored is not None:
+            body["config"] = stored
         answer = self._request("POST", f"/v1/corpora/{quote(corpus, safe='')}/search", body)
         return [
             Hit(
@@ -259,7 +290,10 @@ class RemoteSearchClient:
         ]
 
     def document(self, hit: Hit) -> DocumentView:
-        return DocumentView(hit.title, (hit.text,), 0, _details(hit, {"api": self.base_url}))
+        answer = self._request("GET", f"/v1/corpora/{quote(hit.corpus, safe='')}/documents/{hit.document_id}")
+        passages = answer["passages"]
+        extra = {"groups": ", ".join(answer["acl_groups"]), "api": self.base_url}
+        return in_context(hit, [str(p["text"]) for p in passages], [int(p["id"]) for p in passages], extra)
 
     def close(self) -> None:
         self._http.close()
