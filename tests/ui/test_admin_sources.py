@@ -15,6 +15,7 @@ pytest.importorskip("streamlit", reason="the admin needs the ui extra: pip insta
 from streamlit.testing.v1 import AppTest
 
 from ferret.core.db.corpus import get_corpus
+from ferret.core.db.job import get_job
 from ferret.core.db.source import list_sources
 from ferret.ui.runtime import open_context
 
@@ -57,6 +58,24 @@ def articles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+def captions(app: AppTest) -> list[str]:
+    return [caption.value for caption in app.caption]
+
+
+def sync_as_job(app: AppTest) -> int:
+    """Click "Sync now": the page starts a job and answers at once; wait for the job, then re-read the page."""
+    app.button(key="sync-source").click()
+    run(app)
+    started = [m for m in messages(app) if m.startswith("Job ") and "started: sync of source articles" in m]
+    assert started, messages(app)
+    job_id = int(started[0].split()[1])
+    with open_context() as context:
+        assert context.jobs.wait(job_id, timeout_s=120)
+        assert get_job(context.session, job_id).kind == "source_sync"
+    run(app)
+    return job_id
+
+
 def messages(app: AppTest) -> list[str]:
     return [element.value for element in [*app.success, *app.error, *app.info]]
 
@@ -89,22 +108,22 @@ def test_add_sync_edit_and_remove_a_sql_source(populated_home: Path, articles: P
     app.selectbox(key="source-choice").select("articles")
     run(app)
 
-    app.button(key="sync-source").click()
-    run(app)
+    job_id = sync_as_job(app)
     report = app.success[0].value
     assert report.startswith("sync 1 succeeded: new 2, changed 0, unchanged 0, deleted 0"), report
     assert "skipped 1" in report
-    skipped = app.dataframe[0].value
+    assert any(f"Job {job_id} · source_sync · succeeded" in m.value for m in app.markdown)
+    assert "new 2 · changed 0 · unchanged 0 · deleted 0 · permission updates 0 · skipped 1" in captions(app)
+    skipped = app.dataframe[1].value
     assert list(skipped["item"]) == ["3"] and list(skipped["reason"]) == ["no text in the text columns"]
 
     with sqlite3.connect(articles) as connection:
         connection.execute("UPDATE articles SET body = 'Refunds take ten days.' WHERE id = 1")
         connection.execute("DELETE FROM articles WHERE id = 2")
-    app.button(key="sync-source").click()
-    run(app)
+    assert sync_as_job(app) == job_id + 1
     report = app.success[0].value
     assert report.startswith("sync 2 succeeded: new 0, changed 1, unchanged 0, deleted 1"), report
-    history = [m.value for m in app.markdown if "succeeded" in m.value]
+    history = [m.value for m in app.markdown if "succeeded" in m.value and "source_sync" not in m.value]
     assert len(history) == 2 and "sync 2 succeeded" in history[0] and "sync 1 succeeded" in history[1]
 
     app.button(key="edit-source").click()

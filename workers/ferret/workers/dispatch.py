@@ -24,12 +24,14 @@ from sqlalchemy.orm import Session
 from ferret.connectors.registry import build_connector, get_connector_class
 from ferret.core.db.job import create_job, embedded_owner, fail_job, request_cancel, set_celery_id
 from ferret.core.db.model_version import find_model_version
-from ferret.core.db.models import Corpus, Job, RetrievalTask
+from ferret.core.db.models import Corpus, Job, RetrievalTask, Source
 from ferret.core.errors import ConflictError, FerretError
 from ferret.core.jobs.catalog import JOB_KINDS
 from ferret.core.jobs.corpus_jobs import INDEX_BUILD, INGEST
 from ferret.core.jobs.queue import JobQueue
 from ferret.core.jobs.runner import run_job
+from ferret.core.jobs.source_sync import SOURCE_SYNC
+from ferret.core.jobs.source_sync import start_payload as source_sync_payload
 from ferret.core.pipeline.declaration import Pipeline
 from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
@@ -106,6 +108,14 @@ def start_realm_job(
     state = replace(state, job_id=job.id)
     job.params = {"model_name": state.model_name, "resumed_from": resume_from, "state": state.to_json()}
     return _start(session, settings, job, REALM, state.to_json())
+
+
+def start_source_sync_job(
+    session: Session, settings: FerretSettings, source: Source, *, trigger: str = "manual"
+) -> Job:
+    """Queue a sync of a configured source (cpu queue); commits the session."""
+    job, payload = source_sync_payload(session, source, get_connector_class(source.kind), trigger=trigger)
+    return _start(session, settings, job, SOURCE_SYNC, payload)
 
 
 def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
@@ -234,6 +244,9 @@ class Dispatcher(JobQueue):
         return start_realm_job(
             session, self.settings, corpus, config, model_name=model_name, task=task, resume_from=resume_from
         )
+
+    def start_source_sync_job(self, session: Session, source: Source, *, trigger: str = "manual") -> Job:
+        return start_source_sync_job(session, self.settings, source, trigger=trigger)
 
     def cancel_job(self, session: Session, job_id: int) -> Job:
         return cancel_job(session, self.settings, job_id)

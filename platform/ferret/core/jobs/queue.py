@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.core.db.models import Corpus, Job, RetrievalTask
+from ferret.core.db.models import Corpus, Job, RetrievalTask, Source
 from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.realm.config import RealmConfig
 
@@ -51,6 +51,10 @@ class JobQueue(ABC):
         resume_from: int | None = None,
     ) -> Job:
         """Queue REALM pre-training of ``corpus``; ``resume_from`` continues a killed REALM job from its checkpoint."""
+
+    @abstractmethod
+    def start_source_sync_job(self, session: Session, source: Source, *, trigger: str = "manual") -> Job:
+        """Queue a sync of a configured source (``ferret.core.jobs.source_sync``) from its checkpoint."""
 
     @abstractmethod
     def cancel_job(self, session: Session, job_id: int) -> Job:

@@ -6,6 +6,7 @@ in production), so the domain never imports a connector; secrets are resolved on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select
@@ -22,7 +23,7 @@ from ferret.core.settings import FerretSettings
 from ferret.core.sources.capabilities import ConnectorFactory
 from ferret.core.sources.config import SourceSpec, check_no_plaintext_secrets, resolve_secrets
 from ferret.core.sources.incremental import IncrementalConnector
-from ferret.core.sources.sync import SourceSync
+from ferret.core.sources.sync import SourceSync, SyncReport
 
 ConnectorBuilder = ConnectorFactory
 """``build(kind, **config)``: a connector of that kind (the runtime's connector registry)."""
@@ -34,11 +35,16 @@ def build_for(source: Source, build: ConnectorBuilder) -> IncrementalConnector:
     config["name"] = source.name
     connector = build(source.kind, **config)
     if not isinstance(connector, IncrementalConnector):
-        raise InvalidInputError(
-            f"Connector kind {source.kind!r} cannot be a scheduled source (it has no incremental sync); "
-            "index it with `ferret ingest` instead."
-        )
+        raise not_incremental(source.kind)
     return connector
+
+
+def not_incremental(kind: str) -> InvalidInputError:
+    """The error for a source whose connector kind has no incremental sync."""
+    return InvalidInputError(
+        f"Connector kind {kind!r} cannot be a scheduled source (it has no incremental sync); "
+        "index it with `ferret ingest` instead."
+    )
 
 
 def add_source(session: Session, spec: SourceSpec, build: ConnectorBuilder, *, replace: bool = False) -> Source:
@@ -74,12 +80,16 @@ def sync_source(
     *,
     trigger: str = "manual",
     checkpoint_every: int = 100,
+    on_checkpoint: Callable[[SyncReport], None] | None = None,
 ) -> SyncRun:
+    """One sync of ``source``; ``on_checkpoint`` sees the report after each committed checkpoint (a job's
+    progress: ``ferret.core.jobs.source_sync``)."""
     corpus = source_corpus(session, source)
     connector = build_for(source, build)
-    return SourceSync(session, settings, backend, corpus, source, checkpoint_every=checkpoint_every).run_sync(
-        connector, trigger=trigger
+    sync = SourceSync(
+        session, settings, backend, corpus, source, checkpoint_every=checkpoint_every, on_checkpoint=on_checkpoint
     )
+    return sync.run_sync(connector, trigger=trigger)
 
 
 def find_configured(session: Session, corpus: str, name: str) -> Source:

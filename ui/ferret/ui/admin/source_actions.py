@@ -1,5 +1,6 @@
 """The Sources page's actions: add or replace, sync now, remove — each the same domain call as ``ferret source``
-(``ferret.core.sources.service``), in its own application context so it commits on its own.
+(``ferret.core.sources.service``), in its own application context so it commits on its own. "Sync now" starts the
+sync as a job (``ferret.core.jobs.source_sync``), so a long sync never holds the page's request.
 
 A definition is the YAML or JSON of ``ferret source add FILE`` pasted or uploaded; secrets stay references
 (``{env: NAME}``/``{file: PATH}``) and a plain-text secret is refused by the domain with its one sentence.
@@ -12,10 +13,12 @@ from typing import Any
 
 import yaml
 
+from ferret.core.db.models import SyncRun
 from ferret.core.db.source import run_summary
 from ferret.core.errors import InvalidInputError
+from ferret.core.jobs.source_sync import sync_jobs
 from ferret.core.sources.config import SourceSpec, parse_spec
-from ferret.core.sources.service import add_source, find_configured, remove_source, sync_source
+from ferret.core.sources.service import add_source, find_configured, remove_source
 from ferret.ui.runtime import open_context
 
 
@@ -52,12 +55,27 @@ def definition_text(corpus: str, name: str) -> str:
         return yaml.safe_dump(spec, sort_keys=False)
 
 
-def sync_now(corpus: str, name: str) -> dict[str, Any]:
-    """Sync one source now (resuming from its checkpoint) and return its report."""
+def sync_now(corpus: str, name: str) -> str:
+    """Start a sync of one source as a job (a worker, or a thread of this process without a broker), from its
+    checkpoint; the page follows the job and shows the sync's report when it ends."""
     with open_context() as context:
         source = find_configured(context.session, corpus, name)
-        run = sync_source(context.session, context.settings, context.backend, context.connectors, source)
-        return run_summary(run)
+        job = context.jobs.start_source_sync_job(context.session, source, trigger="admin")
+        return f"Job {job.id} started: sync of source {name}."
+
+
+def last_sync_job(corpus: str, name: str) -> tuple[Any, dict[str, Any]] | None:
+    """The newest sync job of a source and the report of the sync run it made (empty while none is recorded)."""
+    with open_context() as context:
+        source = find_configured(context.session, corpus, name)
+        jobs = sync_jobs(context.session, source)
+        if not jobs:
+            return None
+        job = jobs[0]
+        run_id = (job.result or {}).get("sync_run")
+        run = context.session.get(SyncRun, run_id) if run_id is not None else None
+        context.session.expunge(job)
+        return job, run_summary(run)
 
 
 def delete_source(corpus: str, name: str) -> str:

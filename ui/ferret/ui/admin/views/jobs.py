@@ -4,22 +4,17 @@ error, cancel it, retry it. Launch, cancel and retry call the same dispatch func
 
 from __future__ import annotations
 
-from datetime import timedelta
-from functools import partial
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 import streamlit as st
 
 from ferret.core.db.job import list_jobs
-from ferret.core.db.models import JobState
 from ferret.core.db.task import list_tasks
 from ferret.core.pipeline.promptagator.state import PipelineConfig
-from ferret.ui.admin.actions import cancel_job, launch_pipeline, retry_job
-from ferret.ui.admin.common import attempt, notify, page_context, run_action, show_notice, when
+from ferret.ui.admin.actions import launch_pipeline
+from ferret.ui.admin.common import attempt, notify, page_context, show_notice
+from ferret.ui.admin.job_card import REFRESH, job_card
 
-REFRESH = timedelta(seconds=2)
-FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-STAGES = ("generate", "filter", "train", "guard", "index")
 DEFAULTS = PipelineConfig()
 
 
@@ -56,45 +51,6 @@ def _launch_form(task_names: list[str]) -> None:
                 st.rerun()
 
 
-def _job_card(job: Any, task_of_job: str) -> None:
-    title = f"Job {job.id} · {job.kind}{f' · task {task_of_job}' if task_of_job else ''} · {job.state.value}"
-    with st.container(border=True):
-        st.markdown(f"**{title}**")
-        if job.kind == "pipeline" and job.stage in STAGES:
-            done = STAGES.index(job.stage)
-            st.caption(
-                " → ".join(
-                    f"✔ {stage}"
-                    if i < done or job.state == JobState.SUCCEEDED
-                    else (f"▶ {stage}" if i == done else stage)
-                    for i, stage in enumerate(STAGES)
-                )
-            )
-        st.progress(min(1.0, max(0.0, job.progress)), text=f"{job.stage or job.state.value} {100 * job.progress:.0f}%")
-        st.caption(
-            f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · attempts {job.attempts}"
-        )
-        if job.error:
-            st.error(f"Last error: {job.error}")
-        if job.state == JobState.SUCCEEDED and job.result:
-            st.caption(", ".join(f"{k}: {v}" for k, v in job.result.items() if not isinstance(v, dict | list)))
-        left, right, _ = st.columns([1, 1, 4])
-        left.button(
-            "Cancel",
-            key=f"cancel-{job.id}",
-            disabled=job.state in FINISHED,
-            on_click=run_action,
-            args=(partial(cancel_job, job.id),),
-        )
-        right.button(
-            "Retry",
-            key=f"retry-{job.id}",
-            disabled=job.state not in (JobState.FAILED, JobState.CANCELLED) or job.kind != "pipeline",
-            on_click=run_action,
-            args=(partial(retry_job, job.id),),
-        )
-
-
 @st.fragment(run_every=REFRESH)
 def _jobs_list() -> None:
     """Re-read every two seconds: progress, stage and errors come from the jobs table the stages write."""
@@ -103,7 +59,7 @@ def _jobs_list() -> None:
         if not jobs:
             st.info("No jobs yet.")
         for job in jobs:
-            _job_card(job, str(job.params.get("task", "")))
+            job_card(job, str(job.params.get("task", "")))
 
 
 def render() -> None:

@@ -1,6 +1,6 @@
 """Sources: a corpus's configured sources with their schedule and last sync; add or replace one from a pasted or
-uploaded YAML/JSON definition, sync one now and read its report, read its history, remove it — through the same
-domain functions as ``ferret source``."""
+uploaded YAML/JSON definition, sync one now (a job, followed here as on the Jobs page) and read its report, read
+its history, remove it — through the same domain functions as ``ferret source``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,15 @@ from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
 from ferret.core.sources.service import find_configured
 from ferret.ui.admin.common import attempt, notify, page_context, run_action, sentence, show_notice
-from ferret.ui.admin.source_actions import definition_text, delete_source, report_line, save_source, sync_now
+from ferret.ui.admin.job_card import REFRESH, job_card
+from ferret.ui.admin.source_actions import (
+    definition_text,
+    delete_source,
+    last_sync_job,
+    report_line,
+    save_source,
+    sync_now,
+)
 
 EXAMPLE = """corpus: kb
 name: wiki
@@ -24,7 +32,18 @@ config:
   table: pages
   text_columns: [body]
 """
-REPORT_KEY = "source_sync_report"
+
+
+@st.fragment(run_every=REFRESH)
+def sync_progress(corpus: str, name: str) -> None:
+    """The source's newest sync job, re-read every two seconds as on the Jobs page, then the sync's report."""
+    followed = attempt(lambda: last_sync_job(corpus, name))
+    if followed is None:
+        return
+    job, summary = followed
+    job_card(job)
+    if summary:
+        show_report(summary)
 
 
 def show_report(summary: dict[str, Any]) -> None:
@@ -91,20 +110,15 @@ def render() -> None:
                     "error": (last.get("error") or "")[:120],
                 }
             )
-    report: dict[str, Any] | None = st.session_state.pop(REPORT_KEY, None)
-    if report is not None:
-        show_report(report)
     if not rows:
         st.info(f"Corpus {corpus_name} has no configured source yet.")
     else:
         st.dataframe(rows, hide_index=True)
         chosen = str(st.selectbox("Source", [row["name"] for row in rows], key="source-choice"))
         sync_col, edit_col, remove_col = st.columns(3)
-        if sync_col.button("Sync now", key="sync-source"):
-            summary = attempt(lambda: sync_now(corpus_name, chosen))
-            if summary is not None:
-                st.session_state[REPORT_KEY] = summary
-                st.rerun()
+        sync_col.button(
+            "Sync now", key="sync-source", on_click=run_action, args=(partial(sync_now, corpus_name, chosen),)
+        )
         edit_col.button("Edit definition", key="edit-source", on_click=load_definition, args=(corpus_name, chosen))
         remove_col.button(
             "Remove source",
@@ -112,6 +126,7 @@ def render() -> None:
             on_click=run_action,
             args=(partial(delete_source, corpus_name, chosen),),
         )
+        sync_progress(corpus_name, chosen)
         with st.expander(f"Sync history of {chosen}", expanded=False):
             with page_context() as context:
                 source = find_configured(context.session, corpus_name, chosen)
