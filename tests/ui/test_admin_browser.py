@@ -15,7 +15,9 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,11 +46,10 @@ def artifacts() -> Path:
     return folder
 
 
-@pytest.fixture
-def admin_url(populated_home: Path, use_generator: str, tmp_path: Path) -> Iterator[str]:
-    """``ferret admin`` as a real process over the populated store."""
+@contextmanager
+def running_admin(log: Path) -> Iterator[str]:
+    """``ferret admin`` as a real process over the current FERRET_HOME; its output goes to ``log``."""
     port = free_port()
-    log = tmp_path / "admin.log"
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [sys.executable, "-c", "from ferret.cli.main import main; main()", "admin", "--port", str(port)]
     with log.open("wb") as log_file:
@@ -75,6 +76,33 @@ def admin_url(populated_home: Path, use_generator: str, tmp_path: Path) -> Itera
             process.wait()
 
 
+@contextmanager
+def browser_page(profile: Path) -> Iterator[Any]:
+    """A page of Debian's headless chromium driven by Playwright, with a fresh user-data-dir."""
+    if not CHROMIUM.exists():
+        skip_or_fail("Debian's chromium is not installed.", "`make system-deps` installs it")
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    with playwright_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield browser.new_page()
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def admin_url(populated_home: Path, use_generator: str, tmp_path: Path) -> Iterator[str]:
+    """``ferret admin`` over the populated store, its generator llama.cpp's server."""
+    with running_admin(tmp_path / "admin.log") as url:
+        yield url
+
+
 def add_example(page: object, search: str, title: str, query: str, position: int) -> None:
     from playwright.sync_api import Page, expect
 
@@ -92,20 +120,9 @@ def add_example(page: object, search: str, title: str, query: str, position: int
 
 
 def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Path, tmp_path: Path) -> None:
-    if not CHROMIUM.exists():
-        skip_or_fail("Debian's chromium is not installed.", "`make system-deps` installs it")
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    expect = playwright_api.expect
+    from playwright.sync_api import expect
 
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"),  # a fresh user-data-dir
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
-        )
-        page = browser.new_page()
+    with browser_page(tmp_path / "chromium-profile") as page:
         try:
             # 1. A task from two examples found by searching the corpus.
             page.goto(f"{admin_url}/tasks")
@@ -152,5 +169,47 @@ def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Pa
         except Exception:
             page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
             raise
-        finally:
-            browser.close()
+
+
+def test_evaluate_an_uploaded_labelled_set_in_a_browser(
+    populated_home: Path, tiny_beir: Path, artifacts: Path, tmp_path: Path
+) -> None:
+    """The three file uploaders of the Evaluation page (which AppTest cannot drive) fed by the browser: the set is
+    indexed, scored for BM25 and the base model, and the per-query comparison is shown."""
+    from playwright.sync_api import expect
+
+    from ferret.core.db.corpus import get_corpus
+    from ferret.core.db.engine import session_scope
+    from ferret.core.settings import get_settings
+
+    uploads = {
+        "eval-corpus": tiny_beir / "corpus.jsonl",
+        "eval-queries": tiny_beir / "queries.jsonl",
+        "eval-qrels": tiny_beir / "qrels" / "test.tsv",
+    }
+    with running_admin(tmp_path / "admin.log") as url, browser_page(tmp_path / "chromium-profile") as page:
+        try:
+            page.goto(f"{url}/evaluation")
+            expect(page.get_by_role("heading", name="Evaluation and versions")).to_be_visible(timeout=60_000)
+            name = page.get_by_label("Set name (a corpus eval-<name> is created)")
+            name.fill("trivia")
+            name.press("Tab")
+            for key, path in uploads.items():
+                page.locator(f".st-key-{key} input[type=file]").set_input_files(str(path))
+                chip = page.locator(f".st-key-{key}").get_by_test_id("stFileChipName")
+                expect(chip).to_have_text(path.name, timeout=30_000)  # uploaded to the server
+            page.get_by_role("button", name="Evaluate").click()
+            verdict = page.get_by_text(re.compile(r"wins \d+ queries and loses \d+ against"))
+            expect(verdict).to_be_visible(timeout=300_000)
+            assert page.locator(".stAlert").filter(has_text="Upload the three files").count() == 0
+            # The last system (the base model) against BM25, by each query's nDCG@10.
+            pattern = r"base wins \d+ queries and loses \d+ against bm25s \(nDCG@10\)\."
+            assert re.fullmatch(pattern, verdict.inner_text()), verdict.inner_text()
+            verdict.scroll_into_view_if_needed()  # Streamlit scrolls inside its own container, not the page
+            page.screenshot(path=str(artifacts / "4-evaluation-upload.png"))
+        except Exception:
+            page.screenshot(path=str(artifacts / "failure-upload.png"), full_page=True)
+            raise
+    with session_scope(get_settings().database_url) as session:
+        corpus = get_corpus(session, "eval-trivia")  # the uploaded set, ingested by the admin process
+        assert corpus.name == "eval-trivia"
