@@ -1,12 +1,14 @@
 """Fixtures of the admin and terminal-client tests: a real FERRET_HOME (embedded SQLite and Qdrant Edge) holding a
-small corpus indexed by the real MiniLM, and a real ``ferret serve`` API (uvicorn on 127.0.0.1 in a thread of
-the test process) for the remote client.
+small corpus indexed by the real MiniLM, the same data on a real PostgreSQL server (the server deployment's database;
+``start_postgres`` of tests/core/db), and a real ``ferret serve`` API (uvicorn on 127.0.0.1 in a thread of the test
+process) for the remote client.
 
 Test modules cannot import this conftest (importlib import mode), so helpers travel as fixtures.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import subprocess
 import sys
@@ -17,6 +19,7 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -95,6 +98,59 @@ def populated_home(ferret_home: Path, populated_template: Path) -> Path:
     """A FERRET_HOME of this test holding corpus ``kb`` (see ``populate``); FERRET_HOME points at it."""
     shutil.copytree(populated_template, ferret_home)
     return ferret_home
+
+
+def _db_conftest() -> Any:
+    """tests/core/db/conftest.py as a module, for ``start_postgres`` (conftests cannot be imported by name)."""
+    path = Path(__file__).resolve().parent.parent / "core" / "db" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("ferret_tests_ui_db_conftest", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def ui_postgres_url() -> Iterator[str]:
+    """An empty database on a PostgreSQL cluster started for the session (Debian's ``postgresql`` binaries)."""
+    db_conftest = _db_conftest()
+    folder = Path(tempfile.mkdtemp(prefix="ferret-pg-ui-"))
+    try:
+        try:
+            url, stop = db_conftest.start_postgres(folder)
+        except db_conftest.PostgresNotInstalled as error:
+            skip_or_fail(str(error), "`make system-deps` installs PostgreSQL")
+            raise
+        try:
+            yield url
+        finally:
+            stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def postgres_home(
+    ferret_home: Path, ui_postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    """``populate``'s corpus with the database on PostgreSQL (FERRET_DATABASE_URL, emptied first) and the index and
+    files in FERRET_HOME: the admin as a server deployment runs it, but for the Qdrant server."""
+    from sqlalchemy import create_engine, pool, text
+
+    from ferret.core.db.migrate import upgrade
+    from ferret.core.settings import get_settings
+
+    engine = create_engine(ui_postgres_url, poolclass=pool.NullPool)
+    with engine.begin() as connection:
+        connection.execute(text("DROP SCHEMA public CASCADE"))
+        connection.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    upgrade(ui_postgres_url)  # a server database is migrated by `ferret db upgrade`, never by the admin
+    monkeypatch.setenv("FERRET_DATABASE_URL", ui_postgres_url)
+    get_settings.cache_clear()
+    populate(tmp_path / "docs")
+    yield ferret_home
+    close_runtime()  # its pooled connections would hold the database the next test drops
 
 
 @dataclass(frozen=True)
