@@ -40,8 +40,7 @@ def source(session: Session, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     with sqlite3.connect(path) as connection:
         connection.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, title TEXT, body TEXT, updated TIMESTAMP)")
         connection.executemany("INSERT INTO notes VALUES (?, ?, ?, ?)", rows)
-    # detect_types=1 (PARSE_DECLTYPES): sqlite3 hands TIMESTAMP columns back as datetimes, as a server database does.
-    monkeypatch.setenv("NOTES_URL", f"sqlite:///{path}?detect_types=1")
+    monkeypatch.setenv("NOTES_URL", f"sqlite:///{path}")  # SQLite hands TIMESTAMP columns back as text
     config = {
         "url": {"env": "NOTES_URL"},
         "table": "notes",

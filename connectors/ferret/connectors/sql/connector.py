@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -88,9 +88,7 @@ class SqlConnector(IncrementalConnector, SlimConnector, PermissionPass):
             updated, key = self._col(s.updated_column), self._col(s.id_column)
             query = query.order_by(updated, key)
             if cursor is not None:
-                # The watermark keeps the column's own awareness (naive or not), so the comparison is like for like.
-                since = datetime.fromisoformat(cursor["watermark"]) - timedelta(seconds=s.overlap_seconds)
-                query = query.where(updated >= since)
+                query = query.where(updated >= _since(cursor, s.overlap_seconds))
         else:
             query = query.order_by(self._col(s.id_column))
         with self.engine.connect() as connection:
@@ -98,7 +96,7 @@ class SqlConnector(IncrementalConnector, SlimConnector, PermissionPass):
             for row in result.mappings():
                 yield self._document(row)
                 if s.updated_column and row[s.updated_column] is not None:
-                    yield CursorMark(cursor={"watermark": row[s.updated_column].isoformat()})
+                    yield CursorMark(cursor=_watermark(row[s.updated_column], s.updated_column))
 
     def _document(self, row: Any) -> Document | SkippedItem:
         s = self.settings
@@ -121,7 +119,7 @@ class SqlConnector(IncrementalConnector, SlimConnector, PermissionPass):
             source=self.source_name,
             metadata={"table": s.table, **{c: _jsonable(row[c]) for c in s.metadata_columns}},
             acl_groups=self._principals(row),
-            updated_at=_as_utc(updated) if isinstance(updated, datetime) else None,
+            updated_at=_updated_at(updated),
         )
 
     def _principals(self, row: Any) -> list[str]:
@@ -144,6 +142,52 @@ class SqlConnector(IncrementalConnector, SlimConnector, PermissionPass):
             rows = list(connection.execute(sa.select(*columns)).mappings())
         for row in rows:
             yield str(row[s.id_column]), self._principals(row)
+
+
+def _updated_at(value: Any) -> datetime | None:
+    """An ``updated_column`` value as a UTC datetime, or None. SQLite (and any driver not told the column's type)
+    hands back the text it stores, e.g. ``2026-11-23 01:02:03``; epoch seconds are numbers."""
+    if isinstance(value, datetime):
+        return _as_utc(value)
+    if isinstance(value, str):
+        try:
+            return _as_utc(datetime.fromisoformat(value))
+        except ValueError:
+            return None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, tz=UTC)
+    return None
+
+
+def _watermark(value: Any, column: str) -> dict[str, Any]:
+    """The cursor after a row: its ``updated_column`` value, kept in the column's own form (naive or aware datetime,
+    ISO text, or a number of epoch seconds) so the next sync compares like with like in the database."""
+    if isinstance(value, datetime | date):
+        return {"watermark": value.isoformat()}
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"watermark": value, "form": "number"}
+    if isinstance(value, str):
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            raise InvalidInputError(
+                f"Column {column!r} holds {value!r}, which is not an ISO timestamp; updated_column must be a "
+                "timestamp, ISO text or epoch seconds."
+            ) from None
+        return {"watermark": value, "form": "text", "sep": "T" if "T" in value else " "}
+    raise InvalidInputError(
+        f"Column {column!r} holds a {type(value).__name__}; updated_column must be a timestamp, ISO text or epoch "
+        "seconds."
+    )
+
+
+def _since(cursor: dict[str, Any], overlap_seconds: float) -> Any:
+    """The lower bound of the next incremental read: the watermark less the overlap, in the watermark's own form."""
+    watermark, form = cursor["watermark"], cursor.get("form")
+    if form == "number":
+        return watermark - overlap_seconds
+    since = datetime.fromisoformat(watermark) - timedelta(seconds=overlap_seconds)
+    return since.isoformat(sep=cursor.get("sep", "T")) if form == "text" else since
 
 
 def _as_utc(moment: datetime) -> datetime:
