@@ -6,6 +6,7 @@ synthetic data are in test_admin_workflows.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -142,6 +143,8 @@ def test_labelled_set_is_scored_against_bm25_with_per_query_wins(populated_home:
     run(app)
     verdicts = [m.value for m in app.markdown if " wins " in m.value]
     assert verdicts and verdicts[0].startswith("**base** wins")
+    counts = re.search(r"wins (\d+) queries and loses (\d+) .*; (\d+) quer", verdicts[0])
+    assert counts and sum(map(int, counts.groups())) == len(queries)  # every query is a win, a loss or a tie
     with pytest.raises(InvalidInputError, match="Choose at least one model version"):
         evaluate_upload("tiny", files, "test", [])
 

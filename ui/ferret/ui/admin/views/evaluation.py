@@ -135,8 +135,10 @@ def _results(result: dict[str, Any]) -> None:
     reference = right.selectbox("Against", systems, index=systems.index(BM25), key="eval-reference")
     deltas = wins_and_losses(result["queries"], result["per_query"][candidate], result["per_query"][reference])
     wins = sum(d.delta > 0 for d in deltas)
+    ties = sum(qid in result["per_query"][reference] for qid in result["per_query"][candidate]) - len(deltas)
     st.markdown(
-        f"**{candidate}** wins {wins} queries and loses {len(deltas) - wins} against **{reference}** (nDCG@10)."
+        f"**{candidate}** wins {wins} queries and loses {len(deltas) - wins} against **{reference}** (nDCG@10); "
+        f"{ties} {'query ties' if ties == 1 else 'queries tie'}."
     )
     st.dataframe(
         [
