@@ -71,8 +71,9 @@ def main() -> None:
     for variant in args.variants.split(","):
         reranker = Reranker(args.reranker, name="latency")
         if variant == "int8":
-            reranker.model.model = torch.ao.quantization.quantize_dynamic(
-                reranker.model.model, {torch.nn.Linear}, dtype=torch.qint8
+            # in place: sentence-transformers keeps its own reference to the transformer module
+            torch.ao.quantization.quantize_dynamic(
+                reranker.model.model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
             )
         for length in (int(n) for n in args.lengths.split(",")):
             reranker.model.max_seq_length = length

@@ -34,8 +34,10 @@ from ferret.core.settings import FerretSettings
 log = logging.getLogger(__name__)
 
 DEFAULT_RERANK_DEPTH = 20
-"""Documents the reranker reads per query by default: its p50 on 2 CPU cores stays under 300 ms at this depth
-(benchmarks/RESULTS.md, reranker latency)."""
+"""Documents the reranker reads per query by default. Measured on 2 near-idle CPU cores (fp32, 256 wordpieces per
+pair): 1.8 s p50 at this depth, six times issue 12's 300 ms budget; shorter pairs and int8 each halve it
+(benchmarks/RESULTS.md, issue 12 second session). No trained reranker has beaten the first stage yet, so none is
+promoted and the depth is not tuned to the budget."""
 
 _ACTIVE_TTL_S = 2.0
 
