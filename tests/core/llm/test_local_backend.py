@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ferret.core.llm.base import LLMError
-from ferret.core.llm.local_backend import LocalTransformersBackend, load_generator
+from ferret.core.llm.local_backend import LocalTransformersBackend, converted_folder, load_generator, save_converted
 from ferret.core.llm.prefix_cache_sampler import common_prefix_length
 
 DOCUMENTS = [
@@ -114,3 +114,28 @@ def test_a_transformers_model_folder_loads_the_normal_way(
     expected = backend.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10)
     assert from_folder.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10) == expected
     assert load_generator(folder, "cpu") is from_folder.load()
+
+
+@pytest.mark.slow
+def test_a_gguf_is_read_through_its_converted_copy_when_one_is_kept(
+    backend: LocalTransformersBackend, prompts: list[str], tmp_path: Path
+) -> None:
+    loaded = backend.load()
+    assert loaded.source == backend.model_path
+    folder = converted_folder(backend.model_path, tmp_path)
+    save_converted(loaded, folder)
+    assert (folder / "config.json").is_file() and not list(tmp_path.glob("*.partial-*"))
+
+    cached = LocalTransformersBackend(backend.model_path, device="cpu", cache_dir=tmp_path)
+    assert cached.load().source == folder
+    expected = backend.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10)
+    assert cached.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10) == expected
+    assert cached.name == backend.name  # runs record the GGUF, not the copy
+
+
+def test_a_replaced_gguf_gets_a_new_converted_copy(tmp_path: Path) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF one")
+    first = converted_folder(gguf, tmp_path / "cache")
+    gguf.write_bytes(b"GGUF two, longer")
+    assert converted_folder(gguf, tmp_path / "cache") != first

@@ -36,4 +36,5 @@ def build_backend(settings: FerretSettings) -> LLMBackend:
         settings.generator_model,
         device=settings.device,
         batch_size=settings.generator_batch_size,
+        cache_dir=settings.models_path / "generators",
     )

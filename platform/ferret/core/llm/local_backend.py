@@ -5,6 +5,12 @@ by transformers (needs ``gguf``); any GGUF file or transformers model folder wor
 Sampling reuses the few-shot prefix's key/value cache across a batch (``PrefixCacheSampler``), which made generation
 several times faster on CPU than recomputing the prefix for every prompt. Models load once per process.
 
+Reading a GGUF is slow on CPU: transformers parses the file three times (tokenizer, config, weights; its metadata
+holds the 49k-token vocabulary as Python objects) and dequantizes every tensor. On the shared 2 cores that was 96 of
+the quickstart's first 159 CPU-seconds (benchmarks/RESULTS.md, issue 12). With a ``cache_dir`` (the factory passes
+``$FERRET_HOME/models/generators``) the first load also writes the converted model and tokenizer there as a plain
+transformers folder, and every later load in any process reads that folder instead.
+
 Example:
     >>> backend = LocalTransformersBackend()                  # SmolLM2 from the package
     >>> backend.complete([few_shot_prompt], n=3, max_tokens=32, stop=["\\n"], seed=0)[0][0].text
@@ -15,6 +21,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import shutil
 import threading
 import time
 from collections.abc import Sequence
@@ -90,6 +98,8 @@ class LoadedGenerator:
     device: torch.device
     eos_token_ids: frozenset[int]
     context_length: int | None
+    source: Path | None = None
+    """What the weights were read from: the GGUF file or a model folder (a converted copy in the cache)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -129,22 +139,69 @@ def _load(path: Path, device: torch.device) -> LoadedGenerator:
     tokenizer.padding_side = "left"
     context = getattr(model.config, "max_position_embeddings", None)
     logger.info("Loaded generator %s on %s in %.1f s", path, device, time.perf_counter() - started)
-    return LoadedGenerator(model, tokenizer, device, _eos_token_ids(model, tokenizer), context)
+    return LoadedGenerator(model, tokenizer, device, _eos_token_ids(model, tokenizer), context, source=path)
 
 
-_cache: dict[tuple[str, str], LoadedGenerator] = {}
+def converted_folder(gguf: Path, cache_dir: Path) -> Path:
+    """Where the converted copy of ``gguf`` lives: named by the file's name, size and modification time, so a
+    replaced GGUF is converted again instead of being served stale."""
+    stat = gguf.stat()
+    return cache_dir / f"{gguf.stem}-{stat.st_size}-{int(stat.st_mtime)}"
+
+
+def save_converted(loaded: LoadedGenerator, folder: Path) -> None:
+    """Write a GGUF-loaded generator as a plain transformers folder, atomically (a half-written copy is never
+    seen: it is written beside and renamed). A GGUF-loaded model refuses ``save_pretrained``; the same weights in a
+    model built from its config save normally. Only fp32 weights are kept, so the copy is exactly what was loaded."""
+    from transformers import AutoModelForCausalLM
+
+    if next(loaded.model.parameters()).dtype != torch.float32:
+        raise LLMError("Only a generator loaded in fp32 (on the CPU) is kept as a converted copy.")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    scratch = folder.with_name(f"{folder.name}.partial-{os.getpid()}-{threading.get_ident()}")
+    try:
+        plain = AutoModelForCausalLM.from_config(loaded.model.config)
+        plain.load_state_dict(loaded.model.state_dict())
+        plain.generation_config = loaded.model.generation_config
+        plain.save_pretrained(scratch)
+        loaded.tokenizer.save_pretrained(scratch)
+        os.rename(scratch, folder)  # fails if another process finished first: its copy is as good
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _load_through_cache(path: Path, device: torch.device, cache_dir: Path) -> LoadedGenerator:
+    """A GGUF from its converted copy when there is one; otherwise from the GGUF, leaving a copy for next time."""
+    folder = converted_folder(path, cache_dir)
+    if (folder / "config.json").is_file():
+        return _load(folder, device)
+    loaded = _load(path, device)
+    if device.type == "cpu":
+        try:
+            save_converted(loaded, folder)
+            logger.info("Kept a converted copy of %s in %s", path, folder)
+        except (OSError, LLMError) as error:  # a full or read-only disk costs the next load time, nothing else
+            logger.warning("Could not keep a converted copy of %s in %s: %s", path, folder, error)
+    return loaded
+
+
+_cache: dict[tuple[str, str, str], LoadedGenerator] = {}
 _cache_lock = threading.Lock()
 
 
-def load_generator(path: str | Path, device: str | None = None) -> LoadedGenerator:
-    """A generator for a GGUF file or model folder, loaded once per process and device."""
+def load_generator(path: str | Path, device: str | None = None, *, cache_dir: Path | None = None) -> LoadedGenerator:
+    """A generator for a GGUF file or model folder, loaded once per process and device; a GGUF is read through
+    the converted copy in ``cache_dir`` when one is given (module docstring)."""
     resolved = Path(path).expanduser()
     target = _device(device)
-    key = (str(resolved.resolve()), str(target))
+    key = (str(resolved.resolve()), str(target), str(cache_dir or ""))
     with _cache_lock:
         loaded = _cache.get(key)
         if loaded is None:
-            loaded = _load(resolved, target)
+            is_gguf = resolved.is_file() and resolved.suffix == ".gguf"
+            loaded = (
+                _load_through_cache(resolved, target, cache_dir) if cache_dir and is_gguf else _load(resolved, target)
+            )
             _cache[key] = loaded
         return loaded
 
@@ -158,6 +215,7 @@ class LocalTransformersBackend(LLMBackend):
         batch_size: prompts per forward pass (each with its ``n`` samples).
         reuse_prefix: compute the prompts' common prefix once (``False``: every prompt whole, as ``generate`` would).
         min_prefix_tokens: shorter common prefixes are recomputed per prompt.
+        cache_dir: where a GGUF's converted copy is kept and read (``load_generator``); None converts every time.
 
     Sampling is seeded per call: the same call with the same ``seed`` gives the same completions.
 
@@ -174,12 +232,14 @@ class LocalTransformersBackend(LLMBackend):
         batch_size: int = 8,
         reuse_prefix: bool = True,
         min_prefix_tokens: int = DEFAULT_MIN_PREFIX_TOKENS,
+        cache_dir: str | Path | None = None,
     ) -> None:
         self.model_path = Path(model_path).expanduser() if model_path is not None else default_generator_path()
         self.device = device
         self.batch_size = max(1, batch_size)
         self.reuse_prefix = reuse_prefix
         self.min_prefix_tokens = min_prefix_tokens
+        self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
         self.name = f"local:{self.model_path.name}"
         self.usage = UsageCounters()
         self._sampler: PrefixCacheSampler | None = None
@@ -190,7 +250,7 @@ class LocalTransformersBackend(LLMBackend):
 
     def load(self) -> LoadedGenerator:
         """Loads the model now (otherwise the first ``complete`` does)."""
-        return load_generator(self.model_path, self.device)
+        return load_generator(self.model_path, self.device, cache_dir=self.cache_dir)
 
     def _get_sampler(self, loaded: LoadedGenerator) -> PrefixCacheSampler:
         with self._sampler_lock:
