@@ -6,10 +6,10 @@ Sampling reuses the few-shot prefix's key/value cache across a batch (``PrefixCa
 several times faster on CPU than recomputing the prefix for every prompt. Models load once per process.
 
 Reading a GGUF is slow on CPU: transformers parses the file three times (tokenizer, config, weights; its metadata
-holds the 49k-token vocabulary as Python objects) and dequantizes every tensor. On the shared 2 cores that was 96 of
-the quickstart's first 159 CPU-seconds (benchmarks/RESULTS.md, issue 12). With a ``cache_dir`` (the factory passes
-``$FERRET_HOME/models/generators``) the first load also writes the converted model and tokenizer there as a plain
-transformers folder, and every later load in any process reads that folder instead.
+holds the 49k-token vocabulary as Python objects) and dequantizes every tensor: 22 CPU-seconds on the shared 2
+cores, against 0.2 for reading the converted copy (benchmarks/RESULTS.md, issue 12 second session). With a
+``cache_dir`` (the factory passes ``$FERRET_HOME/models/generators``) the first load also writes the converted model
+and tokenizer there as a plain transformers folder, and every later load in any process reads that folder instead.
 
 Example:
     >>> backend = LocalTransformersBackend()                  # SmolLM2 from the package
