@@ -18,6 +18,7 @@ def test_embedded_generator_by_default(settings: FerretSettings, smollm2_gguf: P
     assert isinstance(backend, LocalTransformersBackend)
     assert backend.model_path == smollm2_gguf
     assert backend.batch_size == settings.generator_batch_size
+    assert backend.cache_dir == settings.models_path / "generators"  # the GGUF is converted once per home
 
 
 def test_generator_model_override(monkeypatch: pytest.MonkeyPatch, ferret_home: Path, tmp_path: Path) -> None:
