@@ -205,9 +205,9 @@ def train(
             mlm_warmup_steps=max(steps // 2, 1) if mlm_warmup_steps is None else mlm_warmup_steps,
             warmup_batch_size=64 if device == "cuda" else 8,
             refresh_every=refresh_every * stale,
-            eval_every=max(steps // 10, 1),
+            eval_every=max(steps // (10 if device == "cuda" else 5), 1),
             checkpoint_every=steps,
-            max_held_out=256 if device == "cuda" else 64,
+            max_held_out=256 if device == "cuda" else 32,
             max_passage_tokens=max_passage_tokens,
             device=device,
         )

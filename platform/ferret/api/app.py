@@ -32,6 +32,7 @@ from ferret.api.routers import (
     documents,
     index_versions,
     jobs,
+    realm,
     search,
     search_configs,
     sources,
@@ -76,6 +77,7 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (search, documents, corpora, tasks, jobs, index_versions, search_configs, api_keys, sources, audit):
         app.include_router(module.router)
+    app.include_router(realm.router)  # REALM pre-training (issue 13)
 
     @app.get(
         "/health",
