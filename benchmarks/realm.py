@@ -294,21 +294,10 @@ def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> N
         print(f"  RU by step: {curve}")
     if png is None:
         return
-    try:
-        import matplotlib  # type: ignore[import-not-found]
+    from ferret.core.realm.plot import plot_utility
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found]
-    except ImportError:
-        print("matplotlib is not installed: no PNG of the RU curve")
-        return
-    for name, run in results["realm"].items():
-        if "utility" in run:
-            plt.plot([u["step"] for u in run["utility"]], [u["retrieval_utility"] for u in run["utility"]], label=name)
-    plt.xlabel("step")
-    plt.ylabel("RU (nats / masked wordpiece)")
-    plt.legend()
-    plt.savefig(png)
+    curves = {name: run["utility"] for name, run in results["realm"].items() if "utility" in run}
+    plot_utility(curves, png, title=f"REALM retrieval utility, {dataset.name}")
     print(f"RU curve: {png}")
 
 

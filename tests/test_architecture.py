@@ -49,6 +49,8 @@ FUNCTION_LEVEL_IMPORTS = {
     ("ferret.cli.ask_commands", "ferret.core.qa.span_reader"),
     ("ferret.cli.ask_commands", "ferret.core.qa.squad"),
     ("ferret.cli.ask_commands", "ferret.core.encoder.registry"),
+    # matplotlib loads only when a curve is drawn.
+    ("ferret.cli.realm_commands", "ferret.core.realm.plot"),
 }
 """(importing module, imported module) pairs allowed inside a function."""
 
