@@ -123,6 +123,11 @@ def _fp32_copy(source: Path, target: Path) -> str:
     return str(target)
 
 
+def _print_progress(activity: str, fraction: float, counts: dict[str, Any]) -> None:
+    """One line per report, so a slow CPU run shows where it is in its log."""
+    print(f"{time.strftime('%H:%M:%S')} {activity} {100 * fraction:.0f}% {json.dumps(counts)}", flush=True)
+
+
 VARIANTS: dict[str, tuple[str, int]] = {
     "realm": ("salient", 1),
     "realm_random_span": ("random_span", 1),
@@ -168,11 +173,13 @@ def train(
     path = out / "results.json"
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"runs": {}, "realm": {}}
     results["device"] = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()})"
-    if "base" not in results["runs"]:
-        results["runs"]["base"] = _dense_run(base, data, device)
 
     def save() -> None:
         path.write_text(json.dumps(results))
+
+    if "base" not in results["runs"]:
+        results["runs"]["base"] = _dense_run(base, data, device)
+        save()
 
     ict_steps = max(steps // 2, 1) if ict_steps is None else ict_steps
     start_dir = base
@@ -217,6 +224,7 @@ def train(
             RealmData(passages, sentences["train"], sentences["held_out"]),
             MatrixRefreshStore(),
             out / f"run_{name}",
+            progress=_print_progress,
         )
         result = trainer.run()
         model = SentenceTransformer(result.best_dir, device=device, local_files_only=True)
