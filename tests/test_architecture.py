@@ -49,6 +49,8 @@ FUNCTION_LEVEL_IMPORTS = {
     ("ferret.cli.ask_commands", "ferret.core.qa.span_reader"),
     ("ferret.cli.ask_commands", "ferret.core.qa.squad"),
     ("ferret.cli.ask_commands", "ferret.core.encoder.registry"),
+    ("ferret.api.routers.ask", "ferret.core.qa.answering"),
+    ("ferret.api.routers.ask", "ferret.core.qa.span_reader"),
     # matplotlib loads only when a curve is drawn.
     ("ferret.cli.realm_commands", "ferret.core.realm.plot"),
 }

@@ -45,8 +45,8 @@ def list_readers(settings: FerretSettings) -> list[Path]:
     return sorted(found, key=lambda p: (p / MARKER).stat().st_mtime, reverse=True)
 
 
-def resolve_reader(settings: FerretSettings, name: str | None) -> Path:
-    """A reader by name or folder; without one, the newest trained reader."""
+def resolve_reader(settings: FerretSettings, name: str | None, *, allow_path: bool = True) -> Path:
+    """A reader by name or folder (``allow_path``; the HTTP API gives names only); without one, the newest."""
     if name is None:
         readers = list_readers(settings)
         if not readers:
@@ -54,9 +54,10 @@ def resolve_reader(settings: FerretSettings, name: str | None) -> Path:
                 "No span reader is trained yet; train one with `ferret reader train --dataset <SQuAD file or folder>`."
             )
         return readers[0]
-    folder = Path(name).expanduser()
-    if (folder / MARKER).is_file():
-        return folder
+    if allow_path and (Path(name).expanduser() / MARKER).is_file():
+        return Path(name).expanduser()
+    if not _NAME.match(name):
+        raise NotFoundError(f"No span reader named {name!r}; `ferret reader list` shows the trained ones.")
     folder = readers_root(settings) / name
     if (folder / MARKER).is_file():
         return folder
