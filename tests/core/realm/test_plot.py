@@ -17,3 +17,13 @@ def test_curves_become_a_png(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="no retrieval-utility measurement"):
         plot_utility({"salient": []}, tmp_path / "empty.png")
     assert not (tmp_path / "empty.png").exists()
+
+
+def test_status_plot_needs_a_job_id(ferret_home: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from ferret.cli.main import app
+
+    result = CliRunner().invoke(app, ["realm", "status", "--plot", str(tmp_path / "ru.png")])
+    assert result.exit_code == 1 and "--plot draws one job's curve; give the job id too." in result.output
+    assert not (tmp_path / "ru.png").exists()
