@@ -41,7 +41,13 @@ def _bundle(bundle: Path) -> dict[str, Any]:
     return data
 
 
-def train_reader(dataset: Path, bundle: Path, out: Path, steps: int, batch_size: int, max_tokens: int) -> None:
+class _OutOfTime(Exception):
+    """Raised from the step callback when the training budget is spent: the reader is saved as it is."""
+
+
+def train_reader(
+    dataset: Path, bundle: Path, out: Path, steps: int, batch_size: int, max_tokens: int, budget_s: float
+) -> None:
     from ferret.core.encoder.registry import base_model_path
     from ferret.core.qa.span_reader import SpanReader, train_span_reader
     from ferret.core.qa.squad import load_qa_dataset, reading_examples
@@ -51,13 +57,31 @@ def train_reader(dataset: Path, bundle: Path, out: Path, steps: int, batch_size:
     kept = [q for q in questions if _article(q.gold_passage) not in corpus_articles]
     examples = reading_examples(kept, passages)
     reader = SpanReader.build(base_model_path(), max_tokens=max_tokens)
+    started = time.perf_counter()
+    losses: list[tuple[int, float]] = []
 
     def show(step: int, loss: float) -> None:
-        if step % 10 == 0 or step == 1:
+        losses.append((step, loss))
+        if step % 5 == 0 or step == 1:
             print(f"{time.strftime('%H:%M:%S')} step {step} loss {loss:.3f}", flush=True)
+        if time.perf_counter() - started > budget_s:
+            raise _OutOfTime
 
-    report = train_span_reader(reader, examples, steps=steps, batch_size=batch_size, learning_rate=1e-4, on_step=show)
-    info = {"articles_excluded": sorted(corpus_articles), "report": report.__dict__, "max_tokens": max_tokens}
+    try:
+        train_span_reader(reader, examples, steps=steps, batch_size=batch_size, learning_rate=1e-4, on_step=show)
+    except _OutOfTime:
+        reader.model.eval()
+    info = {
+        "articles_excluded": sorted(corpus_articles),
+        "pairs": len(examples),
+        "steps_done": losses[-1][0] if losses else 0,
+        "steps_planned": steps,
+        "batch_size": batch_size,
+        "first_loss": losses[0][1] if losses else None,
+        "last_loss": losses[-1][1] if losses else None,
+        "seconds": round(time.perf_counter() - started, 1),
+        "max_tokens": max_tokens,
+    }
     reader.save(out, info=info)
     print(json.dumps(info))
 
@@ -118,6 +142,7 @@ def main() -> None:
     t.add_argument("--steps", type=int, default=100)
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--max-tokens", type=int, default=256)
+    t.add_argument("--budget-s", type=float, default=480.0, help="stop training (and save) after this many seconds")
     e = sub.add_parser("eval")
     e.add_argument("--dataset", type=Path, required=True)
     e.add_argument("--bundle", type=Path, required=True)
@@ -128,7 +153,7 @@ def main() -> None:
     e.add_argument("--seed", type=int, default=13)
     args = parser.parse_args()
     if args.command == "train-reader":
-        train_reader(args.dataset, args.bundle, args.out, args.steps, args.batch_size, args.max_tokens)
+        train_reader(args.dataset, args.bundle, args.out, args.steps, args.batch_size, args.max_tokens, args.budget_s)
     else:
         evaluate(args.dataset, args.bundle, args.reader, args.retriever, args.max_questions, args.k, args.seed)
 
