@@ -23,6 +23,7 @@ import gzip
 import json
 import os
 import platform
+import random
 import subprocess
 import time
 from pathlib import Path
@@ -33,7 +34,15 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 # -- prepare (CPU, spaCy) ---------------------------------------------------------------------------------------
-def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed: int) -> None:
+def prepare(
+    dataset: Path,
+    bundle: Path,
+    split: str,
+    max_docs: int | None,
+    seed: int,
+    max_corpus_docs: int | None = None,
+    max_queries: int | None = None,
+) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -41,7 +50,7 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
     from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
     from ferret.core.realm.masking import CorpusPassage, SpanMasker, split_held_out
 
-    docs = list(iter_corpus(dataset))
+    docs = list(iter_corpus(dataset))[:max_corpus_docs]  # a smaller corpus keeps index refreshes short on CPU
     passages = [CorpusPassage(i, i, f"{d.title}\n{d.text}".strip()) for i, d in enumerate(docs)]
     # Sentences come from the first ``max_docs`` documents (spaCy is the slow part on 2 cores); a span must occur
     # again in another document of the whole corpus, and training retrieves over the whole corpus.
@@ -52,8 +61,12 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
     salient = masker.mask(masked_from, seed=seed, corpus=passages, sentences=sentences)
     mask_seconds = time.perf_counter() - started
     random_span = SpanMasker("random_span", nlp=masker.nlp).mask(masked_from, seed=seed, sentences=sentences)
+    random_token = SpanMasker("random_token", nlp=masker.nlp).mask(masked_from, seed=seed, sentences=sentences)
     queries, qrels = load_queries(dataset), load_qrels(dataset, split)
-    query_ids = [q for q in qrels if q in queries]
+    kept = {d.doc_id for d in docs}
+    query_ids = [q for q in qrels if q in queries and any(doc in kept for doc in qrels[q])]
+    if max_queries is not None and len(query_ids) > max_queries:
+        query_ids = sorted(random.Random(seed).sample(query_ids, max_queries))
     data: dict[str, Any] = {
         "dataset": dataset.name,
         "doc_ids": [d.doc_id for d in docs],
@@ -62,7 +75,7 @@ def prepare(dataset: Path, bundle: Path, split: str, max_docs: int | None, seed:
         "mask_seconds": round(mask_seconds, 1),
         "masked_documents": len(masked_from),
     }
-    for name, examples in (("salient", salient), ("random_span", random_span)):
+    for name, examples in (("salient", salient), ("random_span", random_span), ("random_token", random_token)):
         train, held = split_held_out(examples, 0.1, seed)
         data[name] = {"train": [e.to_json() for e in train], "held_out": [e.to_json() for e in held]}
     bundle.mkdir(parents=True, exist_ok=True)
@@ -110,7 +123,36 @@ def _fp32_copy(source: Path, target: Path) -> str:
     return str(target)
 
 
-def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: int, budget_s: float) -> None:
+def _print_progress(activity: str, fraction: float, counts: dict[str, Any]) -> None:
+    """One line per report, so a slow CPU run shows where it is in its log."""
+    print(f"{time.strftime('%H:%M:%S')} {activity} {100 * fraction:.0f}% {json.dumps(counts)}", flush=True)
+
+
+VARIANTS: dict[str, tuple[str, int]] = {
+    "realm": ("salient", 1),
+    "realm_random_span": ("random_span", 1),
+    "realm_random_token": ("random_token", 1),
+    "realm_stale_30x": ("salient", 30),
+}
+"""Variant → (masking, refresh interval multiplier): the paper's ablations (Guu et al. 2020, Table 2)."""
+
+
+def train(
+    bundle: Path,
+    out: Path,
+    steps: int,
+    refresh_every: int,
+    batch_size: int,
+    budget_s: float,
+    *,
+    variants: list[str],
+    ict_steps: int | None = None,
+    k: int | None = None,
+    mlm_warmup_steps: int | None = None,
+    max_passage_tokens: int = 256,
+) -> None:
+    """ICT (unless ``ict_steps`` is 0) then each REALM variant; results merge into ``out/results.json`` so each
+    variant can run as its own short job."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -128,31 +170,33 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
     out.mkdir(parents=True, exist_ok=True)
     base = _fp32_copy(bundle / "model", out / "base_fp32")
     passages = [CorpusPassage(i, i, text) for i, text in enumerate(data["passages"])]
-    results: dict[str, Any] = {
-        "device": torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()})"
-    }
-    results["runs"] = {"base": _dense_run(base, data, device)}
-    results["realm"] = {}
+    path = out / "results.json"
+    results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"runs": {}, "realm": {}}
+    results["device"] = torch.cuda.get_device_name() if device == "cuda" else f"CPU ({platform.machine()})"
 
     def save() -> None:
-        (out / "results.json").write_text(json.dumps(results))
+        path.write_text(json.dumps(results))
 
-    ict_started = time.perf_counter()
-    ict_model = SentenceTransformer(base, device=device, local_files_only=True)
-    report = ict_warmup(
-        ict_model, passages, steps=max(steps // 2, 1), batch_size=64 if device == "cuda" else 4, seed=13
-    )
-    ict_dir = out / "ict"
-    ict_model.save(str(ict_dir))
-    results["ict"] = {**report.__dict__, "wall_s": round(time.perf_counter() - ict_started, 1)}
-    results["runs"]["ict"] = _dense_run(str(ict_dir), data, device)
-    save()
-    variants = [
-        ("realm", "salient", refresh_every),
-        ("realm_random_span", "random_span", refresh_every),
-        ("realm_stale_30x", "salient", refresh_every * 30),
-    ]
-    for name, masking, every in variants:
+    if "base" not in results["runs"]:
+        results["runs"]["base"] = _dense_run(base, data, device)
+        save()
+
+    ict_steps = max(steps // 2, 1) if ict_steps is None else ict_steps
+    start_dir = base
+    if ict_steps > 0:
+        ict_dir = out / "ict"
+        if not ict_dir.exists():
+            ict_started = time.perf_counter()
+            ict_model = SentenceTransformer(base, device=device, local_files_only=True)
+            batch = 64 if device == "cuda" else 4
+            report = ict_warmup(ict_model, passages, steps=ict_steps, batch_size=batch, seed=13)
+            ict_model.save(str(ict_dir))
+            results["ict"] = {**report.__dict__, "wall_s": round(time.perf_counter() - ict_started, 1)}
+            results["runs"]["ict"] = _dense_run(str(ict_dir), data, device)
+            save()
+        start_dir = str(ict_dir)
+    for name in variants:
+        masking, stale = VARIANTS[name]
         if time.perf_counter() - started > budget_s:
             results["realm"][name] = {"skipped": "time budget"}
             continue
@@ -162,32 +206,38 @@ def train(bundle: Path, out: Path, steps: int, refresh_every: int, batch_size: i
         }
         config = RealmConfig(
             steps=steps,
-            k=8 if device == "cuda" else 4,
+            k=k or (8 if device == "cuda" else 4),
             batch_size=batch_size,
             masking=cast(MaskingStrategy, masking),
-            mlm_warmup_steps=max(steps // 2, 1),
-            warmup_batch_size=64 if device == "cuda" else 4,
-            refresh_every=every,
-            eval_every=max(steps // 10, 1),
+            mlm_warmup_steps=max(steps // 2, 1) if mlm_warmup_steps is None else mlm_warmup_steps,
+            warmup_batch_size=64 if device == "cuda" else 8,
+            refresh_every=refresh_every * stale,
+            eval_every=max(steps // (10 if device == "cuda" else 5), 1),
             checkpoint_every=steps,
-            max_held_out=256,
+            max_held_out=256 if device == "cuda" else 32,
+            max_passage_tokens=max_passage_tokens,
             device=device,
         )
         trainer = RealmTrainer(
             config,
-            str(ict_dir),
+            start_dir,
             RealmData(passages, sentences["train"], sentences["held_out"]),
             MatrixRefreshStore(),
             out / f"run_{name}",
+            progress=_print_progress,
         )
         result = trainer.run()
         model = SentenceTransformer(result.best_dir, device=device, local_files_only=True)
         average_with_base(model, base, 0.5)
         wise_dir = out / f"{name}_wise"
         model.save(str(wise_dir))
-        results["realm"][name] = {**result.as_dict(), "wall_s": round(time.perf_counter() - run_started, 1)}
+        results["realm"][name] = {
+            **result.as_dict(),
+            "refresh_every": config.refresh_every,
+            "wall_s": round(time.perf_counter() - run_started, 1),
+        }
         results["runs"][name] = _dense_run(str(wise_dir), data, device)
-        if name == "realm":
+        if name == "realm" and device == "cuda":  # one ranking less on CPU
             results["runs"]["realm_no_wise"] = _dense_run(result.best_dir, data, device)
         save()
     results["wall_s"] = round(time.perf_counter() - started, 1)
@@ -252,21 +302,10 @@ def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> N
         print(f"  RU by step: {curve}")
     if png is None:
         return
-    try:
-        import matplotlib  # type: ignore[import-not-found]
+    from ferret.core.realm.plot import plot_utility
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # type: ignore[import-not-found]
-    except ImportError:
-        print("matplotlib is not installed: no PNG of the RU curve")
-        return
-    for name, run in results["realm"].items():
-        if "utility" in run:
-            plt.plot([u["step"] for u in run["utility"]], [u["retrieval_utility"] for u in run["utility"]], label=name)
-    plt.xlabel("step")
-    plt.ylabel("RU (nats / masked wordpiece)")
-    plt.legend()
-    plt.savefig(png)
+    curves = {name: run["utility"] for name, run in results["realm"].items() if "utility" in run}
+    plot_utility(curves, png, title=f"REALM retrieval utility, {dataset.name}")
     print(f"RU curve: {png}")
 
 
@@ -279,6 +318,8 @@ def main() -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--max-docs", type=int, default=None)
     p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--max-corpus-docs", type=int, default=None, help="keep only the first N documents")
+    p.add_argument("--max-queries", type=int, default=None, help="a seeded sample of N queries")
     t = sub.add_parser("train")
     t.add_argument("--bundle", type=Path, required=True)
     t.add_argument("--out", type=Path, required=True)
@@ -286,6 +327,11 @@ def main() -> None:
     t.add_argument("--refresh-every", type=int, default=10)
     t.add_argument("--batch-size", type=int, default=32)
     t.add_argument("--budget-s", type=float, default=420.0, help="start no new REALM run after this many seconds")
+    t.add_argument("--variants", default="realm,realm_random_span,realm_stale_30x", help=", ".join(VARIANTS))
+    t.add_argument("--ict-steps", type=int, default=None, help="0: REALM starts from the base model")
+    t.add_argument("--k", type=int, default=None)
+    t.add_argument("--mlm-warmup-steps", type=int, default=None)
+    t.add_argument("--max-passage-tokens", type=int, default=256)
     r = sub.add_parser("report")
     r.add_argument("--dataset", type=Path, required=True)
     r.add_argument("--results", type=Path, required=True)
@@ -293,9 +339,21 @@ def main() -> None:
     r.add_argument("--png", type=Path, default=None)
     args = parser.parse_args()
     if args.command == "prepare":
-        prepare(args.dataset, args.bundle, args.split, args.max_docs, args.seed)
+        prepare(args.dataset, args.bundle, args.split, args.max_docs, args.seed, args.max_corpus_docs, args.max_queries)
     elif args.command == "train":
-        train(args.bundle, args.out, args.steps, args.refresh_every, args.batch_size, args.budget_s)
+        train(
+            args.bundle,
+            args.out,
+            args.steps,
+            args.refresh_every,
+            args.batch_size,
+            args.budget_s,
+            variants=[v for v in args.variants.split(",") if v],
+            ict_steps=args.ict_steps,
+            k=args.k,
+            mlm_warmup_steps=args.mlm_warmup_steps,
+            max_passage_tokens=args.max_passage_tokens,
+        )
     else:
         report(args.dataset, args.results, args.split, args.png)
 

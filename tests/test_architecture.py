@@ -44,6 +44,15 @@ FUNCTION_LEVEL_IMPORTS = {
     # Textual and Streamlit are the optional `ui` extra; every other command starts without them.
     ("ferret.cli.ui_commands", "ferret.ui.tui"),
     ("ferret.cli.ui_commands", "ferret.ui.admin.launcher"),
+    # torch and transformers load only when a question is asked or a span reader trained (issue 13).
+    ("ferret.cli.ask_commands", "ferret.core.qa.answering"),
+    ("ferret.cli.ask_commands", "ferret.core.qa.span_reader"),
+    ("ferret.cli.ask_commands", "ferret.core.qa.squad"),
+    ("ferret.cli.ask_commands", "ferret.core.encoder.registry"),
+    ("ferret.api.routers.ask", "ferret.core.qa.answering"),
+    ("ferret.api.routers.ask", "ferret.core.qa.span_reader"),
+    # matplotlib loads only when a curve is drawn.
+    ("ferret.cli.realm_commands", "ferret.core.realm.plot"),
 }
 """(importing module, imported module) pairs allowed inside a function."""
 

@@ -27,11 +27,13 @@ from ferret.api.docs_pages import install_docs_pages
 from ferret.api.errors import install_error_handlers
 from ferret.api.routers import (
     api_keys,
+    ask,
     audit,
     corpora,
     documents,
     index_versions,
     jobs,
+    realm,
     search,
     search_configs,
     sources,
@@ -76,6 +78,8 @@ def create_app(settings: FerretSettings | None = None) -> FastAPI:
     install_error_handlers(app)
     for module in (search, documents, corpora, tasks, jobs, index_versions, search_configs, api_keys, sources, audit):
         app.include_router(module.router)
+    app.include_router(realm.router)  # REALM pre-training and answers with provenance (issue 13)
+    app.include_router(ask.router)
 
     @app.get(
         "/health",

@@ -15,6 +15,7 @@ from sqlalchemy.exc import OperationalError
 from typer.core import TyperGroup
 
 from ferret.cli.api_commands import apikey_app, audit_app, serve
+from ferret.cli.ask_commands import ask, reader_app
 from ferret.cli.config_commands import config_app
 from ferret.cli.index_commands import index_app
 from ferret.cli.job_commands import jobs_app, worker
@@ -75,6 +76,8 @@ app.add_typer(jobs_app, name="jobs")
 app.command()(worker)
 app.add_typer(pipeline_app, name="pipeline")
 app.add_typer(realm_app, name="realm")
+app.command("ask")(ask)
+app.add_typer(reader_app, name="reader")
 app.add_typer(task_app, name="task")
 app.add_typer(apikey_app, name="apikey")
 app.add_typer(source_app, name="source")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, cast
 
 import typer
@@ -12,6 +13,7 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job, JobState
+from ferret.core.errors import InvalidInputError
 from ferret.core.pipeline.realm.state import JOB_REALM
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.masking import MaskingStrategy
@@ -77,11 +79,21 @@ def pretrain(
 @realm_app.command("status")
 def status(
     job_id: Annotated[int | None, typer.Argument(help="A REALM job id; all recent ones if left out.")] = None,
+    plot: Annotated[Path | None, typer.Option(help="Write the job's RU-by-step curve to this PNG.")] = None,
 ) -> None:
     """REALM jobs with their progress, retrieval utility and guard verdict."""
+    if plot is not None and job_id is None:
+        raise InvalidInputError("--plot draws one job's curve; give the job id too.")
     with app_context() as ctx:
         if job_id is not None:
-            _print_job(get_job(ctx.session, job_id))
+            job = get_job(ctx.session, job_id)
+            _print_job(job)
+            if plot is not None:
+                from ferret.core.realm.plot import plot_utility
+
+                utility = (job.result or {}).get("utility", [])
+                plot_utility({str(job.params.get("model_name")): utility}, plot, title=f"REALM job {job.id}")
+                console.print(f"RU curve: {plot}")
             return
         table = Table(title="REALM pre-training jobs")
         for column in ("id", "state", "progress", "model", "step", "staleness", "best RU", "error"):

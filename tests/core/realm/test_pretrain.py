@@ -54,12 +54,17 @@ def test_pretrain_registers_a_guarded_model(
         assert "passed" in model.metrics["guard"] and (model.training_config or {})["realm"]["masking"] == "salient"
         job = session.scalar(select(Job).where(Job.kind == "realm_pretrain"))
         assert job is not None and job.state == JobState.SUCCEEDED and (job.result or {})["model"] == "realm-bio"
+        job_id = job.id
     backend = EdgeIndexBackend(settings.qdrant_path)
     assert not [c for c in backend.list_collections() if "__realm" in c]  # internal versions are gone
     assert backend.resolve_alias("bio") is None  # the corpus's served alias was never touched
     backend.close()
     listed = runner.invoke(app, ["realm", "status"])
     assert listed.exit_code == 0 and "realm-bio" in listed.stdout and "succeeded" in listed.stdout
+    png = tmp_path / "plots" / "ru.png"
+    plotted = runner.invoke(app, ["realm", "status", str(job_id), "--plot", str(png)])
+    assert plotted.exit_code == 0, plotted.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000
 
 
 def test_too_few_passages_is_one_sentence(

@@ -57,9 +57,14 @@ def get_job(session: Session, job_id: int) -> Job:
 
 
 def list_jobs(
-    session: Session, *, corpus: Corpus | str | None = None, state: JobState | str | None = None, limit: int = 50
+    session: Session,
+    *,
+    corpus: Corpus | str | None = None,
+    state: JobState | str | None = None,
+    limit: int = 50,
+    kind: str | None = None,
 ) -> list[Job]:
-    """The newest jobs first, optionally of one corpus (a row or its name) and in one state."""
+    """The newest jobs first, optionally of one corpus (a row or its name), in one state, of one kind."""
     if limit < 1:
         raise InvalidInputError("The job list limit must be at least 1.")
     statement = select(Job).order_by(Job.id.desc()).limit(limit)
@@ -73,6 +78,8 @@ def list_jobs(
         except ValueError:
             known = ", ".join(s.value for s in JobState)
             raise InvalidInputError(f"Job state {state!r} is not one of {known}.") from None
+    if kind is not None:
+        statement = statement.where(Job.kind == kind)
     return list(session.scalars(statement))
 
 

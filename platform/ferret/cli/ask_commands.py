@@ -1,0 +1,122 @@
+"""``ferret ask``: open-domain QA with provenance over a corpus; ``ferret reader train | list``: the span reader.
+
+torch and transformers are imported inside the commands, so importing the CLI stays light.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from ferret.cli.render import console, progress_bar
+from ferret.core.db.source import expand_principals
+from ferret.core.errors import InvalidInputError
+from ferret.core.qa.reader_store import list_readers, new_reader_dir, resolve_reader
+from ferret.core.settings import get_settings
+from ferret.runtime.context import app_context
+
+reader_app = typer.Typer(help="The span reader that `ferret ask` answers with.", no_args_is_help=True)
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus to answer from (its served index).")],
+    k: Annotated[int, typer.Option("--k", "-k", help="Passages to retrieve and read.")] = 5,
+    reader: Annotated[str | None, typer.Option(help="Reader name or folder (default: the newest trained).")] = None,
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="Ask as a member of this group (and public); repeatable."),
+    ] = None,
+    all_groups: Annotated[bool, typer.Option("--all-groups", help="Read every document (administrator).")] = False,
+    answers: Annotated[int, typer.Option(help="Alternative answers to show.")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer and provenance as JSON.")] = False,
+) -> None:
+    """Answer a question from the corpus: the served retriever finds passages, the span reader reads them, and the
+    answer comes with the passages that support it and their retrieval probabilities."""
+    from ferret.core.qa.answering import ask as answer_question
+    from ferret.core.qa.span_reader import SpanReader
+
+    if all_groups and group:
+        raise InvalidInputError("--all-groups already sees every group; leave out --group, or --all-groups.")
+    if not 1 <= k <= 50:
+        raise InvalidInputError("k must be between 1 and 50 passages.")
+    with app_context() as ctx:
+        span_reader = SpanReader.load(resolve_reader(ctx.settings, reader))
+        groups = None if all_groups else (expand_principals(ctx.session, group) if group else [])
+        result = answer_question(
+            ctx.searcher, span_reader, corpus, question, k=k, acl_groups=groups, answers=max(1, answers)
+        )
+    if as_json:
+        console.print_json(json.dumps(result.as_dict()))
+        return
+    best = result.best
+    console.print(f"[bold]{best.text}[/bold]  (p = {best.probability:.3f})")
+    table = Table(title="supported by")
+    for column in ("document", "title", "p(z|x)", "share", "where"):
+        table.add_column(column)
+    for source in best.provenance:
+        table.add_row(
+            source.document,
+            source.title,
+            f"{source.retrieval_probability:.3f}",
+            f"{source.answer_probability / best.probability:.0%}" if best.probability else "-",
+            source.context,
+        )
+    console.print(table)
+    if len(result.answers) > 1:
+        others = "; ".join(f"{a.text} ({a.probability:.3f})" for a in result.answers[1:])
+        console.print(f"other answers: {others}")
+    read = ", ".join(f"{p.document} {p.retrieval_probability:.2f}" for p in result.passages)
+    console.print(f"[dim]passages read: {read}[/dim]")
+
+
+@reader_app.command("train")
+def train(
+    dataset: Annotated[
+        Path, typer.Option(help="A SQuAD v1.1 JSON file, or a BEIR folder whose queries carry answers.")
+    ],
+    name: Annotated[str, typer.Option(help="Name of the new reader.")] = "squad",
+    steps: Annotated[int, typer.Option(help="Training steps.")] = 300,
+    batch_size: Annotated[int, typer.Option(help="Question/passage pairs per step.")] = 16,
+    learning_rate: Annotated[float, typer.Option(help="AdamW learning rate.")] = 1e-4,
+    max_questions: Annotated[int | None, typer.Option(help="Train on at most this many questions.")] = None,
+) -> None:
+    """Fine-tune a span reader (a start/end head on the base encoder) on SQuAD-format question/answer pairs."""
+    from ferret.core.encoder.registry import base_model_path
+    from ferret.core.qa.span_reader import SpanReader, train_span_reader
+    from ferret.core.qa.squad import load_qa_dataset, reading_examples
+
+    settings = get_settings()
+    folder = new_reader_dir(settings, name)
+    questions, passages = load_qa_dataset(dataset)
+    examples = reading_examples(questions[:max_questions], passages)
+    span_reader = SpanReader.build(base_model_path(), device=settings.device or "cpu")
+    with progress_bar() as bar:
+        task = bar.add_task("training the span reader", total=steps)
+        report = train_span_reader(
+            span_reader,
+            examples,
+            steps=steps,
+            batch_size=batch_size,
+            learning_rate=learning_rate,
+            on_step=lambda step, loss: bar.update(task, completed=step, description=f"loss {loss:.2f}"),
+        )
+    info = {"dataset": str(dataset), "steps": steps, "batch_size": batch_size, "learning_rate": learning_rate}
+    span_reader.save(folder, info={**info, "report": report.__dict__})
+    console.print(
+        f"reader {name}: {report.examples} pairs, {report.steps} steps in {report.seconds:.0f} s, "
+        f"loss {report.first_loss:.2f} → {report.last_loss:.2f}; saved in {folder}"
+    )
+
+
+@reader_app.command("list")
+def list_all() -> None:
+    """Trained span readers, newest first (`ferret ask` uses the first)."""
+    settings = get_settings()
+    for folder in list_readers(settings):
+        info = json.loads((folder / "reader.json").read_text())
+        console.print(f"{folder.name}: {info.get('steps')} steps on {info.get('dataset')}")
