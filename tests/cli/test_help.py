@@ -14,4 +14,4 @@ def test_search_help_describes_corpus_and_the_acl_options(monkeypatch: pytest.Mo
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     assert "Corpus to search (its active index version)." in text
-    assert "--all-groups" in text and "as `public` only, unless --group or --all-groups is given" in text
+    assert "--all-groups" in text and "As `public` only, unless --group or --all-groups is given" in text

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 import yaml
 from sqlalchemy.engine import make_url
 
@@ -356,13 +357,12 @@ def test_each_ferret_command_in_the_stack_exists_in_the_cli(service: str, argume
     command: Any = get_command(app)
     position = 0
     while position < len(arguments) and not arguments[position].startswith("-"):
-        subcommands = getattr(command, "commands", None) or {}
         name = arguments[position]
-        if name not in subcommands:
-            if position == 0 and name in ("worker", "serve"):
-                pytest.xfail(f"`ferret {name}` is not written yet (workers/API issue)")
+        # get_command, not the .commands dict: the top-level group imports a command module only when asked
+        sub = command.get_command(typer.Context(command), name) if hasattr(command, "get_command") else None
+        if sub is None:
             pytest.fail(f"{service}: `ferret {' '.join(arguments)}`: no command {name!r}")
-        command = subcommands[name]
+        command = sub
         position += 1
     if "--help" in arguments:  # every command and group has it
         return

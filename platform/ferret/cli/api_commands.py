@@ -18,7 +18,9 @@ from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context, ensure_schema
 
 apikey_app = typer.Typer(help="API keys of the HTTP API: scopes and ACL groups.", no_args_is_help=True)
-audit_app = typer.Typer(help="The audit trail: key and index version changes.", no_args_is_help=True)
+audit_app = typer.Typer(
+    help="The audit trail: key, index version and search configuration changes.", no_args_is_help=True
+)
 
 
 def serve(
@@ -109,9 +111,12 @@ def revoke(name: Annotated[str, typer.Argument(help="Name of the key.")]) -> Non
 @audit_app.command("list")
 def list_audit(
     limit: Annotated[int, typer.Option("--limit", "-n", help="Newest events to show.")] = 50,
-    action: Annotated[str | None, typer.Option(help="Only this action, e.g. apikey.create or index.promote.")] = None,
+    action: Annotated[
+        str | None, typer.Option(help="Only this action, e.g. apikey.create, index.promote or config.rollback.")
+    ] = None,
 ) -> None:
-    """Who created or revoked keys and who promoted, rolled back or repaired index versions, newest first."""
+    """Who created or revoked keys and who promoted, rolled back or repaired index versions and search
+    configurations, newest first."""
     if limit < 1:
         raise InvalidInputError("--limit must be at least 1.")
     with app_context() as ctx:

@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from ferret.cli.render import console
+from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
 from ferret.core.search.configuration import describe, promote_config, rollback_config
@@ -54,9 +55,8 @@ def promote(corpus: CorpusOption, version: Annotated[int, typer.Argument(help="C
     """Make a configuration what search runs (its retriever's index becomes the alias target)."""
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
-        config = promote_config(
-            ctx.session, ctx.settings, ctx.backend, corpus_row, get_search_config(ctx.session, corpus_row, version)
-        )
+        config = get_search_config(ctx.session, corpus_row, version)
+        config = promote_config(ctx.session, ctx.settings, ctx.backend, corpus_row, config, actor=cli_actor())
         console.print(f"configuration {config.version} of {corpus} is active")
 
 
@@ -64,5 +64,6 @@ def promote(corpus: CorpusOption, version: Annotated[int, typer.Argument(help="C
 def rollback(corpus: CorpusOption) -> None:
     """Re-activate the configuration that was active before the current one."""
     with app_context() as ctx:
-        config = rollback_config(ctx.session, ctx.settings, ctx.backend, get_corpus(ctx.session, corpus))
+        corpus_row = get_corpus(ctx.session, corpus)
+        config = rollback_config(ctx.session, ctx.settings, ctx.backend, corpus_row, actor=cli_actor())
         console.print(f"rolled back: configuration {config.version} of {corpus} is active")

@@ -5,91 +5,128 @@ User mistakes print one sentence and exit 1; anything else is a bug and keeps it
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from sqlalchemy.exc import OperationalError
-from typer.core import TyperGroup
 
-from ferret.cli.api_commands import apikey_app, audit_app, serve
-from ferret.cli.ask_commands import ask, reader_app
-from ferret.cli.config_commands import config_app
-from ferret.cli.index_commands import index_app
-from ferret.cli.job_commands import jobs_app, worker
-from ferret.cli.pipeline_commands import pipeline_app
-from ferret.cli.quickstart import run_quickstart
-from ferret.cli.realm_commands import realm_app
-from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
-from ferret.cli.source_commands import source_app
-from ferret.cli.task_commands import task_app
-from ferret.cli.ui_commands import admin, tui
-from ferret.core.corpus.ingest import Ingestor, IngestReport
-from ferret.core.db import migrate
-from ferret.core.db.corpus import corpus_counts, get_corpus, get_or_create_corpus, list_corpora
-from ferret.core.db.source import expand_principals
-from ferret.core.errors import FerretError, InvalidInputError
-from ferret.core.eval.evaluate import evaluate_dataset
-from ferret.core.search.configuration import plan_by_name
-from ferret.core.settings import get_settings
-from ferret.runtime.context import app_context
+from ferret.cli.group import FerretGroup, LazyCommand
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# Only typer is imported at start: every command imports what it needs when it runs (issue 11, item 9), so
+# `ferret --help` starts in well under a second and `ferret search` loads no more than a search needs.
+DOCUMENTS, TRAINING, OPERATIONS = "Documents and search", "Training", "Serving and operations"
 
-SQLITE_BUSY = (
-    "The embedded database stayed locked by another Ferret process (a long `ferret ingest`, `index build` or "
-    "`pipeline run`) past the busy timeout; run this again once it has finished, or use PostgreSQL "
-    "(FERRET_DATABASE_URL) for concurrent writers."
+LAZY_COMMANDS = (
+    LazyCommand(
+        "source",
+        "ferret.cli.source_commands:source_app",
+        "Configured sources (S3, SMB, web, SQL, Git, Confluence, SharePoint...).",
+        DOCUMENTS,
+    ),
+    LazyCommand(
+        "index", "ferret.cli.index_commands:index_app", "Versioned index collections behind one alias.", DOCUMENTS
+    ),
+    LazyCommand(
+        "config",
+        "ferret.cli.config_commands:config_app",
+        "Search configurations: retriever, fusion and reranker as one unit.",
+        DOCUMENTS,
+    ),
+    LazyCommand(
+        "task",
+        "ferret.cli.task_commands:task_app",
+        "Retrieval tasks: a description and 2-8 examples for query generation.",
+        TRAINING,
+    ),
+    LazyCommand(
+        "pipeline",
+        "ferret.cli.pipeline_commands:pipeline_app",
+        "Train a retriever for a task from its examples.",
+        TRAINING,
+    ),
+    LazyCommand(
+        "realm",
+        "ferret.cli.realm_commands:realm_app",
+        "REALM retrieval-augmented pre-training (no examples needed).",
+        TRAINING,
+    ),
+    LazyCommand(
+        "ask",
+        "ferret.cli.ask_commands:ask",
+        "Answer a question from the corpus: the served retriever finds passages, the span reader reads them, and the "
+        "answer comes with the passages that support it and their retrieval probabilities.",
+        DOCUMENTS,
+    ),
+    LazyCommand(
+        "reader", "ferret.cli.ask_commands:reader_app", "The span reader that `ferret ask` answers with.", TRAINING
+    ),
+    LazyCommand(
+        "jobs",
+        "ferret.cli.job_commands:jobs_app",
+        "Long work (pipelines, ingests, index builds) and its progress.",
+        OPERATIONS,
+    ),
+    LazyCommand(
+        "serve", "ferret.cli.api_commands:serve", "Run the HTTP API (OpenAPI at /docs and /openapi.json).", OPERATIONS
+    ),
+    LazyCommand(
+        "worker",
+        "ferret.cli.job_commands:worker",
+        "Run a Celery worker of one kind on its queue (needs FERRET_BROKER_URL).",
+        OPERATIONS,
+    ),
+    LazyCommand(
+        "apikey", "ferret.cli.api_commands:apikey_app", "API keys of the HTTP API: scopes and ACL groups.", OPERATIONS
+    ),
+    LazyCommand(
+        "audit",
+        "ferret.cli.api_commands:audit_app",
+        "The audit trail: key, index version and search configuration changes.",
+        OPERATIONS,
+    ),
+    LazyCommand(
+        "admin",
+        "ferret.cli.ui_commands:admin",
+        "Run the Streamlit admin (no login of its own: keep it on 127.0.0.1 or behind an authenticating proxy).",
+        OPERATIONS,
+    ),
+    LazyCommand(
+        "tui",
+        "ferret.cli.ui_commands:tui",
+        "Search as you type in the terminal (F1 for the keys); works over SSH in 80×24.",
+        OPERATIONS,
+    ),
 )
 
 
-class _FerretGroup(TyperGroup):
-    """Turns a user error anywhere below into one sentence and exit status 1; bugs keep their traceback.
+class _Ferret(FerretGroup):
+    """The ``ferret`` group: the commands of this module, the lazy ones above, listed in a new user's order."""
 
-    A SQLite database still locked after the busy timeout is no bug but a collision of two processes sharing the
-    embedded store, so it gets its sentence too (the index's own collision is ``UnavailableError``)."""
-
-    def invoke(self, ctx: Any) -> Any:  # typer >= 0.20 vendors click: its Context type varies
-        try:
-            return super().invoke(ctx)
-        except FerretError as exc:
-            err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
-            raise typer.Exit(1) from None
-        except OperationalError as exc:
-            if "database is locked" not in str(exc.orig):
-                raise
-            err_console.print(f"[red]Error:[/red] {SQLITE_BUSY}", highlight=False)
-            raise typer.Exit(1) from None
+    lazy_commands = LAZY_COMMANDS
+    order = (
+        "quickstart", "ingest", "source", "corpora", "index", "search", "config", "eval",
+        "task", "pipeline", "realm", "reader",
+        "jobs", "serve", "worker", "apikey", "audit", "admin", "tui", "db",
+    )  # fmt: skip
 
 
-app = typer.Typer(cls=_FerretGroup, help="Ferret: a search engine trained on your own documents.", no_args_is_help=True)
+app = typer.Typer(cls=_Ferret, help="Ferret: a search engine trained on your own documents.", no_args_is_help=True)
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
-app.add_typer(db_app, name="db")
-app.add_typer(index_app, name="index")
-app.add_typer(config_app, name="config")
-app.add_typer(jobs_app, name="jobs")
-app.command()(worker)
-app.add_typer(pipeline_app, name="pipeline")
-app.add_typer(realm_app, name="realm")
-app.command("ask")(ask)
-app.add_typer(reader_app, name="reader")
-app.add_typer(task_app, name="task")
-app.add_typer(apikey_app, name="apikey")
-app.add_typer(source_app, name="source")
-app.add_typer(audit_app, name="audit")
-app.command()(serve)
-app.command()(tui)
-app.command()(admin)
+app.add_typer(db_app, name="db", rich_help_panel=OPERATIONS)
 
 
 @db_app.command("upgrade")
 def db_upgrade(revision: str = "head") -> None:
     """Apply migrations (PostgreSQL in production; the embedded SQLite migrates itself)."""
+    from ferret.cli.render import console
+    from ferret.core.db import migrate
+    from ferret.core.settings import get_settings
+
     settings = get_settings()
     settings.ensure_home()
     migrate.upgrade(settings.database_url, revision)
@@ -99,11 +136,15 @@ def db_upgrade(revision: str = "head") -> None:
 @db_app.command("downgrade")
 def db_downgrade(revision: str) -> None:
     """Revert migrations down to REVISION ('base' empties the database)."""
+    from ferret.cli.render import console
+    from ferret.core.db import migrate
+    from ferret.core.settings import get_settings
+
     migrate.downgrade(get_settings().database_url, revision)
     console.print(f"database at revision {migrate.current_revision(get_settings().database_url) or 'base'}")
 
 
-@app.command()
+@app.command(rich_help_panel=DOCUMENTS)
 def ingest(
     corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus name; created when new.")],
     path: Annotated[Path | None, typer.Option(help="A folder of txt, md, html, pdf and docx files.")] = None,
@@ -112,6 +153,12 @@ def ingest(
     incremental: Annotated[bool, typer.Option(help="Only changes since the last run (filesystem).")] = False,
 ) -> None:
     """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere."""
+    from ferret.cli.render import console, progress_bar
+    from ferret.core.corpus.ingest import Ingestor, IngestReport
+    from ferret.core.db.corpus import get_or_create_corpus
+    from ferret.core.errors import InvalidInputError
+    from ferret.runtime.context import app_context
+
     if (path is None) == (beir is None):
         raise InvalidInputError("Give exactly one of --path DIR or --beir DIR.")
     kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
@@ -141,16 +188,20 @@ def ingest(
             console.print(f"  skipped {item.external_id}: {item.reason}", highlight=False)
 
 
-@app.command()
+@app.command(rich_help_panel=DOCUMENTS)
 def corpora() -> None:
     """List corpora with their document and passage counts."""
+    from ferret.cli.render import console
+    from ferret.core.db.corpus import corpus_counts, list_corpora
+    from ferret.runtime.context import app_context
+
     with app_context() as ctx:
         for corpus in list_corpora(ctx.session):
             documents, passages = corpus_counts(ctx.session, corpus)
             console.print(f"{corpus.name}: {documents} documents, {passages} passages")
 
 
-@app.command()
+@app.command(rich_help_panel=DOCUMENTS)
 def search(
     query: Annotated[str, typer.Argument(help="What to search for.")],
     corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus to search (its active index version).")],
@@ -167,8 +218,16 @@ def search(
         bool, typer.Option("--all-groups", help="Search every document, whatever its groups (an administrator's view).")
     ] = False,
 ) -> None:
-    """Search a corpus with its active search configuration (or an explicit one, for comparisons); as `public`
-    only, unless --group or --all-groups is given."""
+    """Search a corpus with its active search configuration (or an explicit one, for comparisons).
+
+    As `public` only, unless --group or --all-groups is given."""
+    from ferret.cli.render import print_results
+    from ferret.core.db.corpus import get_corpus
+    from ferret.core.db.source import expand_principals
+    from ferret.core.errors import InvalidInputError
+    from ferret.core.search.configuration import plan_by_name
+    from ferret.runtime.context import app_context
+
     if all_groups and group:
         raise InvalidInputError("--all-groups already sees every group; leave out --group, or --all-groups.")
     acl_groups = None if all_groups else list(group or [])  # the searcher adds public to any list
@@ -180,7 +239,7 @@ def search(
         print_results(query, results)
 
 
-@app.command("eval")
+@app.command("eval", rich_help_panel=DOCUMENTS)
 def evaluate(
     dataset: Annotated[Path, typer.Option(help="A BEIR dataset folder.")],
     split: Annotated[str, typer.Option(help="qrels split: test, dev or train.")] = "test",
@@ -189,6 +248,13 @@ def evaluate(
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
 ) -> None:
     """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side."""
+    import json
+
+    from ferret.cli.render import console, err_console, eval_table
+    from ferret.core.errors import InvalidInputError
+    from ferret.core.eval.evaluate import evaluate_dataset
+    from ferret.runtime.context import app_context
+
     if not dataset.is_dir():
         raise InvalidInputError(f"Dataset folder {dataset} does not exist.")
     with app_context() as ctx:
@@ -208,12 +274,14 @@ def evaluate(
         json_path.write_text(json.dumps([row.as_dict() for row in rows], indent=2))
 
 
-@app.command()
+@app.command(rich_help_panel=DOCUMENTS)
 def quickstart(
     home: Annotated[Path | None, typer.Option(help="FERRET_HOME to use (default: the configured one).")] = None,
     train: Annotated[bool, typer.Option(help="Also run the few-shot training pipeline on the demo task.")] = True,
 ) -> None:
     """The main job on the demo corpus: ingest, index, search, evaluate, and train from 8 examples."""
+    from ferret.cli.quickstart import run_quickstart
+
     run_quickstart(home, train=train)
 
 

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -19,8 +19,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ferret.core.eval.evaluate import EvalRow
-from ferret.core.search.searcher import SearchResult
+if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
+    from ferret.core.eval.evaluate import EvalRow
+    from ferret.core.search.searcher import SearchResult
 
 console = Console()
 err_console = Console(stderr=True)

@@ -11,9 +11,10 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -29,7 +30,6 @@ from ferret.core.jobs.queue import JobQueue
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings, get_settings
 from ferret.core.sources.capabilities import ConnectorFactory
-from ferret.workers.dispatch import Dispatcher
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,17 @@ class Runtime:
     settings: FerretSettings
     sessions: sessionmaker[Session]
     backend: IndexBackend
-    jobs: JobQueue
     connectors: ConnectorFactory
     searcher: Searcher
     """The process's one searcher: its caches live as long as the backend it queries."""
+    job_queue: Callable[[], JobQueue] = field(repr=False)
+    """Builds the job queue on first use (``jobs``)."""
+
+    @cached_property
+    def jobs(self) -> JobQueue:
+        """The job queue, built when a command first starts or cancels a job: the dispatcher imports every
+        pipeline's stages and torch with them, which a search or a listing never needs (issue 11, item 9)."""
+        return self.job_queue()
 
 
 @dataclass
@@ -84,6 +91,12 @@ def ensure_schema(settings: FerretSettings) -> None:
         raise FerretError(f"The database is at revision {current or 'none'}, not {head}; run `ferret db upgrade`.")
 
 
+def _dispatcher(settings: FerretSettings) -> JobQueue:
+    from ferret.workers.dispatch import Dispatcher
+
+    return Dispatcher(settings)
+
+
 @contextmanager
 def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
     """Home folder, schema, the jobs orphaned by an exited process marked failed, then the parts; closed on exit."""
@@ -101,7 +114,7 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
             settings=settings,
             sessions=sessions,
             backend=backend,
-            jobs=Dispatcher(settings),
+            job_queue=lambda: _dispatcher(settings),
             connectors=build_connector,
             searcher=Searcher(settings, backend, sessions),
         )

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from ferret.connectors.filesystem.connector import FilesystemConnector
 from ferret.core.corpus.ingest import Ingestor
+from ferret.core.db.audit import list_events
 from ferret.core.db.corpus import create_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.db.migrate import upgrade
@@ -107,6 +108,29 @@ def test_configurations_are_versioned_promoted_and_rolled_back_as_one_unit(home:
     assert rollback_config(home.session, home.settings, home.backend, home.corpus) == bm25_only
     assert active_search_config(home.session, home.corpus) == bm25_only
     assert not dense_only.active
+
+
+def test_promotions_and_rollbacks_are_in_the_audit_trail(home: Home) -> None:
+    """Like index versions (issue 11, item 2): who made which configuration active, and what it replaced."""
+    first = create_search_config(home.session, home.corpus, home.base, Fusion("convex", 0.3).to_json())
+    second = create_search_config(home.session, home.corpus, home.base, Fusion("convex", 0.7).to_json())
+    home.session.commit()
+
+    promote_config(home.session, home.settings, home.backend, home.corpus, first, actor="key:ops")
+    promote_config(home.session, home.settings, home.backend, home.corpus, second, actor="key:ops")
+    rollback_config(home.session, home.settings, home.backend, home.corpus, actor="cli:ann@host")
+
+    promotions = [
+        (e.actor, e.target, e.detail) for e in list_events(home.session, limit=3, action="config.promote")
+    ]
+    assert promotions == [
+        ("cli:ann@host", "kb", {"version": first.version, "previous": second.version}),
+        ("key:ops", "kb", {"version": second.version, "previous": first.version}),
+        ("key:ops", "kb", promotions[2][2]),
+    ]
+    assert promotions[2][2]["version"] == first.version
+    rollback = list_events(home.session, limit=1, action="config.rollback")[0]
+    assert (rollback.actor, rollback.detail) == ("cli:ann@host", {"version": first.version, "previous": second.version})
 
 
 def test_an_unknown_configuration_is_a_clear_error(home: Home) -> None:

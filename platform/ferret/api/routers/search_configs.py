@@ -10,6 +10,7 @@ from ferret.api.auth import AdminCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import SearchConfigList, SearchConfigOut
+from ferret.core.db.audit import key_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
 from ferret.core.search.configuration import describe, promote_config, rollback_config
@@ -41,7 +42,7 @@ def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_l
     summary="Make a search configuration active",
 )
 def promote(
-    _caller: AdminCaller,
+    caller: AdminCaller,
     session: SessionDep,
     state: StateDep,
     corpus: str = Path(max_length=128),
@@ -50,7 +51,9 @@ def promote(
     """Refused (409, naming the missing piece) when a model it uses was deleted or a reranker's files are gone."""
     corpus_row = get_corpus(session, corpus)
     config = get_search_config(session, corpus_row, version)
-    promoted = promote_config(session, state.settings, state.backend, corpus_row, config)
+    promoted = promote_config(
+        session, state.settings, state.backend, corpus_row, config, actor=key_actor(caller.name)
+    )
     state.searcher.active_plans.forget(corpus)  # this process's searches use it at once
     return _out(describe(promoted))
 
@@ -62,8 +65,9 @@ def promote(
     summary="Re-activate the previously active search configuration",
 )
 def rollback(
-    _caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+    caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
 ) -> SearchConfigOut:
-    restored = rollback_config(session, state.settings, state.backend, get_corpus(session, corpus))
+    corpus_row = get_corpus(session, corpus)
+    restored = rollback_config(session, state.settings, state.backend, corpus_row, actor=key_actor(caller.name))
     state.searcher.active_plans.forget(corpus)
     return _out(describe(restored))

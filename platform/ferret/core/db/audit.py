@@ -1,4 +1,5 @@
-"""The audit trail: who created or revoked API keys, who promoted or rolled back index versions.
+"""The audit trail: who created or revoked API keys, who promoted or rolled back index versions and search
+configurations.
 
 Events are added in the caller's transaction, so an action and its record commit (or roll back) together.
 

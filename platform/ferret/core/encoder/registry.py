@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
 from ferret.core.db.model_version import create_model_version, find_model_version, get_model_version
 from ferret.core.db.models import ModelVersion
-from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.errors import FerretError
 from ferret.core.settings import FerretSettings
+
+if TYPE_CHECKING:  # torch is imported by the first model load, not by every module that names a model (issue 11)
+    from ferret.core.encoder.dual_encoder import DualEncoder
 
 BASE_MODEL_NAME = "base"
 
@@ -41,6 +44,8 @@ def load_encoder(path: str | Path, settings: FerretSettings) -> DualEncoder:
     with _cache_lock:
         encoder = _cache.get(key)
         if encoder is None:
+            from ferret.core.encoder.dual_encoder import DualEncoder
+
             encoder = DualEncoder.load(path, device=settings.device, max_seq_length=settings.max_passage_tokens + 2)
             _cache[key] = encoder
         return encoder

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.db.models import Corpus, Document, Passage
-from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import IndexPoint, point_id
+
+if TYPE_CHECKING:  # a type only: torch is imported where a model is loaded
+    from ferret.core.encoder.dual_encoder import DualEncoder
 
 
 def sparse_encoder_for(session: Session, corpus: Corpus) -> SparseEncoder:

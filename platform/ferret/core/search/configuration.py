@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ferret.core.db.audit import SYSTEM_ACTOR, record_event
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, live_index_versions
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig
@@ -159,19 +161,37 @@ def _first_stage_only(session: Session, corpus: Corpus, config: SearchConfig) ->
 
 
 def promote_config(
-    session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus, config: SearchConfig
+    session: Session,
+    settings: FerretSettings,
+    backend: IndexBackend,
+    corpus: Corpus,
+    config: SearchConfig,
+    *,
+    actor: str = SYSTEM_ACTOR,
 ) -> SearchConfig:
     """Make ``config`` what search runs: its retriever's index becomes the alias target and the row the active one.
-    Its plan is resolved first, so a configuration with a missing piece is refused and nothing changes."""
+    Its plan is resolved first, so a configuration with a missing piece is refused and nothing changes. The audit
+    trail names ``actor``, as for index versions (issue 11, item 2)."""
     plan = plan_for(session, corpus, config)
     index = next(v for v in live_index_versions(session, corpus) if v.collection == plan.collection)
-    VersionedCollection(session, settings, backend, corpus).promote(index)
+    previous = active_search_config(session, corpus)
+    VersionedCollection(session, settings, backend, corpus).promote(index, actor=actor)
+    if previous is None or previous.id != config.id:
+        record_event(
+            session,
+            actor,
+            "config.promote",
+            corpus.name,
+            {"version": config.version, "previous": previous.version if previous is not None else None},
+        )
     mark_active(session, config)
     session.commit()
     return config
 
 
-def rollback_config(session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus) -> SearchConfig:
+def rollback_config(
+    session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus, *, actor: str = SYSTEM_ACTOR
+) -> SearchConfig:
     """Re-activate the configuration that was active before the current one."""
     current = active_search_config(session, corpus)
     earlier = [
@@ -181,7 +201,22 @@ def rollback_config(session: Session, settings: FerretSettings, backend: IndexBa
     ]
     if not earlier:
         raise NotFoundError(f"Corpus {corpus.name!r} has no earlier search configuration to roll back to.")
-    return promote_config(session, settings, backend, corpus, max(earlier, key=lambda c: c.activated_at or 0))
+    # SQLite hands back naive UTC times, a row activated in this session holds an aware one: compare them as UTC.
+    target = max(earlier, key=lambda c: _as_utc(c.activated_at))
+    record_event(
+        session,
+        actor,
+        "config.rollback",
+        corpus.name,
+        {"version": target.version, "previous": current.version if current is not None else None},
+    )
+    return promote_config(session, settings, backend, corpus, target, actor=actor)
+
+
+def _as_utc(moment: datetime | None) -> datetime:
+    if moment is None:
+        return datetime.min.replace(tzinfo=UTC)
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def plan_by_name(session: Session, corpus: Corpus, selector: str) -> SearchPlan:

@@ -1,0 +1,103 @@
+"""CLI start-up (issue 11, items 9 and 12): the ML stack is imported only by the commands that use it, and the help
+lists commands in a new user's order with placeholders that name the value, not its Python type.
+
+The import checks run in a fresh interpreter: this test process has imported torch long before (conftest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ferret.cli.main import LAZY_COMMANDS, app
+
+ML_MODULES = ("torch", "transformers", "sentence_transformers")
+"""What made every command take 8-30 s to start; none of it is needed to parse arguments or print help."""
+
+
+def modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
+    """The top-level modules a fresh interpreter has imported after running ``code``."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}})))"
+    completed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env=env, timeout=300
+    )
+    return set(json.loads(completed.stdout.splitlines()[-1]))
+
+
+def test_importing_the_cli_imports_no_ml_library() -> None:
+    loaded = modules_after("import ferret.cli.main")
+
+    assert not loaded & set(ML_MODULES), sorted(loaded & set(ML_MODULES))
+    assert "sqlalchemy" not in loaded and "qdrant_edge" not in loaded  # nor the stores: --help touches none
+
+
+def test_help_imports_no_command_module() -> None:
+    loaded = modules_after(
+        "import contextlib, io\nfrom ferret.cli.main import app\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n    app(['--help'])"
+    )
+
+    assert not loaded & {*ML_MODULES, "sqlalchemy", "pydantic_settings"}, sorted(loaded)
+
+
+def test_a_sparse_search_imports_no_ml_library(
+    ferret_home: Path, make_files: Callable[[Path, dict[str, str | bytes]], Path]
+) -> None:
+    """Torch is imported where a model is loaded: a BM25 (sparse) search loads none, a listing neither."""
+    runner = CliRunner()
+    folder = make_files(ferret_home.parent / "docs", {"glaciers.txt": "Glaciers carve fjords over millennia."})
+    assert runner.invoke(app, ["ingest", "--corpus", "c", "--path", str(folder)]).exit_code == 0
+    assert runner.invoke(app, ["index", "build", "--corpus", "c", "--promote"]).exit_code == 0
+    env = {**os.environ, "FERRET_HOME": str(ferret_home)}
+
+    for command in (["search", "glaciers", "--corpus", "c", "--mode", "sparse"], ["index", "list", "--corpus", "c"]):
+        code = (
+            "import contextlib, io\nfrom ferret.cli.main import app\nout = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n    app({command!r})\n"
+            "assert 'glaciers' in out.getvalue() or 'active' in out.getvalue(), out.getvalue()"
+        )
+        loaded = modules_after(code, env)
+        assert not loaded & set(ML_MODULES), (command, sorted(loaded & set(ML_MODULES)))
+
+
+def test_each_listed_line_is_the_command_s_own_help() -> None:
+    """The lazy listing repeats each command's first help paragraph; this keeps the two from drifting apart."""
+    for spec in LAZY_COMMANDS:
+        command = spec.load()
+        assert command.name == spec.name
+        assert " ".join((command.help or "").split("\n\n")[0].split()) == spec.help, spec.name
+
+
+def _all_commands(command: Any, path: list[str]) -> Iterator[list[str]]:
+    yield path
+    if hasattr(command, "list_commands"):
+        ctx = typer.Context(command)
+        for name in command.list_commands(ctx):
+            yield from _all_commands(command.get_command(ctx, name), [*path, name])
+
+
+def test_help_order_and_placeholders(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    runner = CliRunner()
+    top = runner.invoke(app, ["--help"]).output
+    listed = re.findall(r"^│ ([a-z]+) ", top, flags=re.MULTILINE)
+    assert listed[:6] == ["quickstart", "ingest", "source", "corpora", "index", "search"]
+    assert listed.index("search") < listed.index("serve") and listed.index("search") < listed.index("worker")
+
+    commands = list(_all_commands(typer.main.get_command(app), []))
+    assert len(commands) > 40  # every group and its subcommands
+    for path in commands:
+        output = runner.invoke(app, [*path, "--help"]).output
+        for placeholder in ("<str>", "<int>", "<bool>", "<float>", "<path>", "<list["):
+            assert placeholder not in output.lower(), (path, placeholder)
+    search_help = runner.invoke(app, ["search", "--help"]).output
+    assert "QUERY" in search_help and "CORPUS" in search_help and "GROUP" in search_help
