@@ -120,9 +120,7 @@ def test_promotions_and_rollbacks_are_in_the_audit_trail(home: Home) -> None:
     promote_config(home.session, home.settings, home.backend, home.corpus, second, actor="key:ops")
     rollback_config(home.session, home.settings, home.backend, home.corpus, actor="cli:ann@host")
 
-    promotions = [
-        (e.actor, e.target, e.detail) for e in list_events(home.session, limit=3, action="config.promote")
-    ]
+    promotions = [(e.actor, e.target, e.detail) for e in list_events(home.session, limit=3, action="config.promote")]
     assert promotions == [
         ("cli:ann@host", "kb", {"version": first.version, "previous": second.version}),
         ("key:ops", "kb", {"version": second.version, "previous": first.version}),

@@ -51,9 +51,7 @@ def promote(
     """Refused (409, naming the missing piece) when a model it uses was deleted or a reranker's files are gone."""
     corpus_row = get_corpus(session, corpus)
     config = get_search_config(session, corpus_row, version)
-    promoted = promote_config(
-        session, state.settings, state.backend, corpus_row, config, actor=key_actor(caller.name)
-    )
+    promoted = promote_config(session, state.settings, state.backend, corpus_row, config, actor=key_actor(caller.name))
     state.searcher.active_plans.forget(corpus)  # this process's searches use it at once
     return _out(describe(promoted))
 
