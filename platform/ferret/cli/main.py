@@ -12,10 +12,13 @@ from typing import Annotated
 import typer
 
 from ferret.cli.group import FerretGroup, LazyCommand
+from ferret.cli.logs import PROGRESS_BAR_SWITCHES, route_third_party_output
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for _switch in PROGRESS_BAR_SWITCHES:  # read by huggingface_hub, transformers and datasets when first imported
+    os.environ.setdefault(_switch, "1")
 
 # Only typer is imported at start: every command imports what it needs when it runs (issue 11, item 9), so
 # `ferret --help` starts in well under a second and `ferret search` loads no more than a search needs.
@@ -286,4 +289,6 @@ def quickstart(
 
 
 def main() -> None:
+    """The console script: third-party output goes to the log file (``ferret.cli.logs``), then the command runs."""
+    route_third_party_output()
     app()

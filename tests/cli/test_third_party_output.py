@@ -1,0 +1,52 @@
+"""Third-party output goes to the log file, not between results (issue 11, item 11): transformers' "Loading weights"
+bar before a first search and pypdf's "EOF marker not found" no longer reach the terminal; Ferret's own lines do."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pypdf import PdfWriter
+
+
+def ferret(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The console script in a fresh process, output captured (so no terminal: the case of logs and CI)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("FERRET_", "HF_HUB_DISABLE"))}
+    env["FERRET_HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-c", "from ferret.cli.main import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+
+
+@pytest.mark.slow
+def test_library_bars_and_warnings_go_to_the_log(tmp_path: Path) -> None:
+    home, docs = tmp_path / "home", tmp_path / "docs"
+    docs.mkdir()
+    (docs / "glaciers.txt").write_text("Glaciers carve fjords over millennia.")
+    writer, pdf = PdfWriter(), io.BytesIO()
+    writer.add_blank_page(100, 100)
+    writer.write(pdf)
+    (docs / "truncated.pdf").write_bytes(pdf.getvalue()[:-30])  # pypdf warns "EOF marker not found"
+
+    runs = [
+        ferret(home, "ingest", "--corpus", "c", "--path", str(docs)),
+        ferret(home, "index", "build", "--corpus", "c", "--promote"),
+        ferret(home, "search", "glaciers", "--corpus", "c", "--mode", "hybrid"),  # loads the model: the bar
+    ]
+
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+        shown = run.stdout + run.stderr
+        assert "Loading weights" not in shown and "EOF marker" not in shown and "it/s]" not in shown, shown
+    assert "skipped truncated.pdf" in runs[0].stdout  # Ferret's own report stays
+    assert "Glaciers carve fjords" in runs[2].stdout
+    assert "EOF marker not found" in (home / "logs" / "ferret.log").read_text()
