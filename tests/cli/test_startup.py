@@ -90,7 +90,7 @@ def test_help_order_and_placeholders(monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
     top = runner.invoke(app, ["--help"]).output
     listed = re.findall(r"^│ ([a-z]+) ", top, flags=re.MULTILINE)
-    assert listed[:6] == ["quickstart", "ingest", "source", "corpora", "index", "search"]
+    assert listed[:7] == ["quickstart", "ingest", "source", "corpora", "corpus", "index", "search"]
     assert listed.index("search") < listed.index("serve") and listed.index("search") < listed.index("worker")
 
     commands = list(_all_commands(typer.main.get_command(app), []))

@@ -125,7 +125,7 @@ def test_bad_files_are_skipped_with_their_reason(tmp_path: Path, make_pdf: Calla
 
     assert "binary" in skip_reason(items, "binary.txt")
     assert "no text to index" in skip_reason(items, "blank.md")
-    assert "1,001 bytes, over the max_file_bytes limit of 1,000" in skip_reason(items, "big.txt")
+    assert "1,001 bytes, over the limit of 1,000; raise FERRET_MAX_FILE_BYTES" in skip_reason(items, "big.txt")
     assert "unsupported file type '.jpg'" in skip_reason(items, "photo.jpg")
     assert "unsupported file type '(none)'" in skip_reason(items, "Makefile")
     assert "corrupt or unreadable PDF" in skip_reason(items, "broken.pdf")
@@ -183,8 +183,51 @@ def test_hidden_entries_are_left_out_and_include_filters(tmp_path: Path) -> None
     (tmp_path / "sub" / "a.md").write_text("a", encoding="utf-8")
     (tmp_path / "b.txt").write_text("b", encoding="utf-8")
 
-    assert sorted(load(tmp_path)) == ["b.txt", "sub/a.md"]
+    items = load(tmp_path)
+    assert sorted(key for key, item in items.items() if isinstance(item, Document)) == ["b.txt", "sub/a.md"]
+    # Reported, not left out silently (issue 11, item 13); a hidden folder once, not each file inside it.
+    assert skip_reason(items, ".git/") == "hidden folder (leading dot), left out with its contents"
+    assert skip_reason(items, ".env.txt") == "hidden file (leading dot), left out"
+    assert len(items) == 4
+    assert list(FilesystemConnector(root=tmp_path).list_external_ids()) == ["b.txt", "sub/a.md"]
     assert sorted(load(tmp_path, include=["*.md"])) == ["sub/a.md"]
+
+
+def test_symbolic_links_are_indexed_once(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "real").mkdir(parents=True)
+    outside.mkdir()
+    (root / "real" / "policy.txt").write_text("Travel is booked through the portal.", encoding="utf-8")
+    (outside / "shared.txt").write_text("Shared drive notes.", encoding="utf-8")
+    (root / "link-to-policy.txt").symlink_to(root / "real" / "policy.txt")
+    (root / "link-to-folder").symlink_to(root / "real", target_is_directory=True)
+    (root / "link-outside.txt").symlink_to(outside / "shared.txt")
+
+    items = load(root)
+
+    assert sorted(key for key, item in items.items() if isinstance(item, Document)) == [
+        "link-outside.txt",  # its target is not under root: read once, through the link
+        "real/policy.txt",
+    ]
+    assert skip_reason(items, "link-to-policy.txt") == (
+        "symbolic link to real/policy.txt, which is indexed under its own path"
+    )
+    assert skip_reason(items, "link-to-folder/") == "symbolic link to a folder, not followed"
+
+
+def test_docx_title_style_is_the_title_when_the_property_is_empty(tmp_path: Path) -> None:
+    import docx
+
+    document = docx.Document()
+    document.add_paragraph("Expense Policy", style="Title")
+    document.add_paragraph("Receipts are kept for ten years.")
+    document.save(str(tmp_path / "expenses.docx"))
+
+    assert document_title(load(tmp_path), "expenses.docx") == "Expense Policy"
+
+
+def document_title(items: dict[str, Document | SkippedItem], external_id: str) -> str:
+    return document(items, external_id).title
 
 
 def test_poll_returns_files_modified_in_the_window(tmp_path: Path) -> None:

@@ -32,6 +32,12 @@ LAZY_COMMANDS = (
         DOCUMENTS,
     ),
     LazyCommand(
+        "corpus",
+        "ferret.cli.corpus_commands:corpus_app",
+        "Delete a corpus with its documents, index versions and configurations.",
+        DOCUMENTS,
+    ),
+    LazyCommand(
         "index", "ferret.cli.index_commands:index_app", "Versioned index collections behind one alias.", DOCUMENTS
     ),
     LazyCommand(
@@ -112,7 +118,7 @@ class _Ferret(FerretGroup):
 
     lazy_commands = LAZY_COMMANDS
     order = (
-        "quickstart", "ingest", "source", "corpora", "index", "search", "config", "eval",
+        "quickstart", "ingest", "source", "corpora", "corpus", "index", "search", "ask", "config", "eval",
         "task", "pipeline", "realm", "reader",
         "jobs", "serve", "worker", "apikey", "audit", "admin", "tui", "db",
     )  # fmt: skip
@@ -158,16 +164,26 @@ def ingest(
     """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere."""
     from ferret.cli.render import console, progress_bar
     from ferret.core.corpus.ingest import Ingestor, IngestReport
-    from ferret.core.db.corpus import get_or_create_corpus
+    from ferret.core.db.corpus import find_corpus, get_or_create_corpus
     from ferret.core.errors import InvalidInputError
+    from ferret.core.sources.capabilities import SlimConnector
     from ferret.runtime.context import app_context
 
     if (path is None) == (beir is None):
         raise InvalidInputError("Give exactly one of --path DIR or --beir DIR.")
+    folder, option = (path, "--path") if path is not None else (beir, "--beir")
+    if folder is not None and not folder.is_dir():  # named by the option, not by the connector's config key
+        raise InvalidInputError(f"{option} {folder} {'is not a folder' if folder.exists() else 'does not exist'}.")
     kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
     config["name"] = source or kind
     with app_context() as ctx:
+        if kind == "filesystem":
+            config["max_file_bytes"] = ctx.settings.max_file_bytes  # FERRET_MAX_FILE_BYTES
         connector = ctx.connectors(kind, **config)
+        new = find_corpus(ctx.session, corpus) is None
+        if new and isinstance(connector, SlimConnector) and next(iter(connector.list_external_ids()), None) is None:
+            readable = "txt, md, html, pdf or docx file (hidden ones are left out)" if path else "corpus.jsonl line"
+            raise InvalidInputError(f"{option} {folder} holds no {readable}, so corpus {corpus!r} was not created.")
         corpus_row = get_or_create_corpus(
             ctx.session,
             corpus,

@@ -45,7 +45,9 @@ class FilesystemConfig(BaseModel):
 
 
 class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, PermissionConnector):
-    """Index every supported file under ``root``; hidden files and folders (leading dot) are left out.
+    """Index every supported file under ``root``; hidden files and folders (leading dot) are left out, and so are
+    symbolic links to files inside ``root`` (the file is indexed under its own path, once) and links to folders
+    (not followed). A full load lists each of them as skipped with its reason, so nothing is left out silently.
 
     Glob patterns in ``include`` and ``acl`` are matched with ``fnmatch`` against the POSIX path relative to
     ``root``, where ``*`` also crosses folders: ``"hr/*"`` covers everything below ``hr/``. In ``acl`` the
@@ -78,8 +80,8 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
             raise InvalidInputError(f"Filesystem source root {self.root} {what}; point 'root' at an existing folder.")
 
     def load_from_source(self) -> ConnectorOutput:
-        for path, external_id in self._walk():
-            yield self._read(path, external_id)
+        for path, external_id, left_out in self._entries():
+            yield SkippedItem(external_id=external_id, reason=left_out) if left_out else self._read(path, external_id)
 
     def poll_source(self, start: datetime | None, end: datetime) -> ConnectorOutput:
         """Files whose modification time lies in ``(start, end]``; naive datetimes are taken as UTC."""
@@ -107,19 +109,47 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
         return [PUBLIC_GROUP]
 
     def _walk(self) -> Iterator[tuple[Path, str]]:
-        """Files below root in a stable order, skipping hidden entries and those ``include`` leaves out."""
-        for folder, subfolders, files in os.walk(self.root):
-            subfolders[:] = sorted(name for name in subfolders if not name.startswith("."))
-            for name in sorted(files):
-                if name.startswith("."):
-                    continue
-                path = Path(folder) / name
-                external_id = path.relative_to(self.root).as_posix()
-                if self.settings.include and not any(
-                    fnmatch(external_id, pattern) for pattern in self.settings.include
-                ):
-                    continue
+        """Files to read below root in a stable order."""
+        for path, external_id, left_out in self._entries():
+            if left_out is None:
                 yield path, external_id
+
+    def _entries(self) -> Iterator[tuple[Path, str, str | None]]:
+        """Every entry below root in a stable order with why it is left out (None: read it). ``include`` narrows
+        what is considered at all, hidden entries included."""
+        included = self.settings.include
+        for folder, subfolders, files in os.walk(self.root):
+            base = Path(folder)
+            for name in sorted(subfolders):
+                external_id = (base / name).relative_to(self.root).as_posix()
+                if included:
+                    continue
+                if name.startswith("."):
+                    yield base / name, external_id + "/", "hidden folder (leading dot), left out with its contents"
+                elif (base / name).is_symlink():
+                    yield base / name, external_id + "/", "symbolic link to a folder, not followed"
+            subfolders[:] = sorted(n for n in subfolders if not n.startswith(".") and not (base / n).is_symlink())
+            for name in sorted(files):
+                path = base / name
+                external_id = path.relative_to(self.root).as_posix()
+                if included and not any(fnmatch(external_id, pattern) for pattern in included):
+                    continue
+                if name.startswith("."):
+                    yield path, external_id, "hidden file (leading dot), left out"
+                elif (inside := self._link_inside_root(path)) is not None:
+                    yield path, external_id, f"symbolic link to {inside}, which is indexed under its own path"
+                else:
+                    yield path, external_id, None
+
+    def _link_inside_root(self, path: Path) -> str | None:
+        """The root-relative path a symbolic link points at, when that is an existing file the walk reads itself."""
+        if not path.is_symlink():
+            return None
+        target = path.resolve()
+        if not target.is_file() or not target.is_relative_to(self.root):
+            return None  # dangling, or outside root: read through the link (or reported as unreadable)
+        relative = target.relative_to(self.root)
+        return None if any(part.startswith(".") for part in relative.parts) else relative.as_posix()
 
     def _read(self, path: Path, external_id: str) -> Document | SkippedItem:
         """One file to a document, or to the reason it was skipped; never raises for a bad file."""
@@ -136,8 +166,8 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
             if stat.st_size > self.settings.max_file_bytes:
                 return SkippedItem(
                     external_id=external_id,
-                    reason=f"file is {stat.st_size:,} bytes, over the max_file_bytes limit of "
-                    f"{self.settings.max_file_bytes:,}; raise max_file_bytes to index it",
+                    reason=f"file is {stat.st_size:,} bytes, over the limit of {self.settings.max_file_bytes:,}; "
+                    "raise FERRET_MAX_FILE_BYTES (ferret ingest) or the source's max_file_bytes to index it",
                 )
             data = path.read_bytes()
         except OSError as error:

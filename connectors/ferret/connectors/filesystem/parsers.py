@@ -91,7 +91,8 @@ def parse_pdf(data: bytes) -> ParsedFile:
 
 
 def parse_docx(data: bytes) -> ParsedFile:
-    """Paragraphs and tables in document order; a table row becomes one line of cells joined by " | "."""
+    """Paragraphs and tables in document order; a table row becomes one line of cells joined by " | "; the title is
+    the Title property or the first paragraph in the "Title" style."""
     try:
         import docx
         from docx.table import Table
@@ -100,12 +101,17 @@ def parse_docx(data: bytes) -> ParsedFile:
     try:
         document = docx.Document(io.BytesIO(data))
         blocks: list[str] = []
+        styled_title = ""
         for block in document.iter_inner_content():
             if isinstance(block, Table):
                 blocks.extend(_table_lines(block))
             elif block.text.strip():
                 blocks.append(block.text)
-        title = document.core_properties.title or ""
+                if not styled_title and block.style is not None and block.style.name == "Title":
+                    styled_title = block.text
+        # The document's Title property, else its first paragraph in Word's "Title" style (what a reader sees as
+        # the title: most documents never fill the property in).
+        title = document.core_properties.title or styled_title
     except Exception as error:  # python-docx raises zipfile, KeyError, lxml errors on malformed files
         raise UnreadableFileError(f"corrupt or unreadable DOCX ({type(error).__name__}: {error})") from error
     return ParsedFile(title=title.strip(), text="\n".join(blocks))
