@@ -10,8 +10,9 @@ import typer
 from rich.table import Table
 
 from ferret.cli.render import console
+from ferret.core.db.corpus import get_corpus
 from ferret.core.db.synthetic import get_run, latest_run, list_runs
-from ferret.core.db.task import delete_task, get_task, list_tasks, task_run_counts
+from ferret.core.db.task import delete_task, first_external_ids, get_task, list_tasks, task_run_counts
 from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.errors import InvalidInputError
 from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters
@@ -23,6 +24,7 @@ from ferret.core.synth.task_spec import (
     create_task,
     dump_task_spec,
     load_task_spec,
+    task_template,
     task_to_spec,
 )
 from ferret.runtime.context import app_context
@@ -71,6 +73,23 @@ def create(
     with app_context() as ctx:
         task = create_task(ctx.session, spec)
         console.print(f"created task {task.name} on corpus {corpus} with {len(task.examples)} examples")
+
+
+@task_app.command("template")
+def template(
+    corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus of the task; its first ids fill the examples.")],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the file here (not over one).")] = None,
+) -> None:
+    """Print a commented task file to fill in, then `ferret task import` it."""
+    with app_context() as ctx:
+        text = task_template(corpus, first_external_ids(ctx.session, get_corpus(ctx.session, corpus), 2))
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    if output.exists():
+        raise InvalidInputError(f"{output} already exists; choose another --output or remove it.")
+    output.write_text(text, encoding="utf-8")
+    console.print(f"wrote {output}; fill it in, then run `ferret task import {output}`")
 
 
 def _generation(queries_per_doc: int, max_documents: int | None, seed: int) -> GenerationSettings:

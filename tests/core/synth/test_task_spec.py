@@ -324,3 +324,48 @@ def test_update_task_replaces_its_examples_in_place(session: Session, corpus: Co
         update_task(session, edited, TaskSpec(name="renamed", corpus="facts", examples=three))
     session.rollback()
     assert [e.external_id for e in get_task(session, "edit-me").examples] == ["d9", "d1", "d3"]
+
+
+def test_every_bad_key_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "task.yaml"
+    path.write_text("name: x\ncorpus: facts\nexampels: []\ndescriptoin: Questions\n")
+
+    with pytest.raises(InvalidInputError) as raised:
+        load_task_spec(path)
+
+    assert str(raised.value) == (
+        f"Task file {path} has 2 problems: at 'exampels': Extra inputs are not permitted; "
+        "at 'descriptoin': Extra inputs are not permitted."
+    )
+
+
+def test_an_example_id_without_its_extension_gets_a_suggestion(
+    session: Session, corpus: Corpus, insert_documents: Callable[..., None]
+) -> None:
+    insert_documents(session, corpus, [("hr/leave-policy.txt", "Leave", "Parental leave lasts 16 weeks.")])
+    examples = [ExampleSpec(query="How long is parental leave?", document="leave-policy"), *_examples(1)]
+
+    with pytest.raises(InvalidInputError) as raised:
+        create_task(session, _spec(examples=examples))
+
+    assert "did you mean 'hr/leave-policy.txt'? Or give the text as 'document_text'." in str(raised.value)
+    misspelt = [ExampleSpec(query="How long is parental leave?", document="hr/leave-polcy.txt"), *_examples(1)]
+    with pytest.raises(InvalidInputError, match="did you mean 'hr/leave-policy.txt'"):
+        create_task(session, _spec(examples=misspelt))
+
+
+def test_the_template_names_real_documents_and_imports_once_filled_in(
+    session: Session, corpus: Corpus, tmp_path: Path
+) -> None:
+    printed = runner.invoke(app, ["task", "template", "--corpus", "facts"])
+    assert printed.exit_code == 0, printed.output
+    data = yaml.safe_load(printed.stdout)
+    assert data["corpus"] == "facts" and [e["document"] for e in data["examples"]] == ["d1", "d2"]
+
+    written = tmp_path / "task.yaml"
+    assert runner.invoke(app, ["task", "template", "-c", "facts", "-o", str(written)]).exit_code == 0
+    assert written.read_text() == printed.stdout
+    assert "already exists" in " ".join(
+        runner.invoke(app, ["task", "template", "-c", "facts", "-o", str(written)]).stderr.split()
+    )
+    assert runner.invoke(app, ["task", "import", str(written)]).exit_code == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -83,6 +84,37 @@ def documents_by_external_ids(
         for document in rows:
             found[document.external_id].append(document)
     return dict(found)
+
+
+def first_external_ids(session: Session, corpus: Corpus, count: int) -> list[str]:
+    """The ids of the corpus's first documents, oldest first (the task template's examples)."""
+    query = select(Document.external_id).where(Document.corpus_id == corpus.id).order_by(Document.id).limit(count)
+    return list(session.scalars(query))
+
+
+_SUGGESTION_POOL = 20_000
+"""External ids compared by spelling for a suggestion; beyond this many, only extension and folder matches."""
+
+
+def similar_external_ids(session: Session, corpus: Corpus, external_id: str) -> list[str]:
+    """Ids of the corpus a mistyped example id probably meant: the same id with an extension or a folder
+    (``leave`` → ``hr/leave.txt``) first, then ids spelled alike."""
+    prefixed = session.scalars(
+        select(Document.external_id)
+        .where(
+            Document.corpus_id == corpus.id,
+            Document.external_id.like(f"{external_id}.%") | Document.external_id.like(f"%/{external_id}%"),
+        )
+        .order_by(func.length(Document.external_id))
+        .limit(3)
+    )
+    found = list(dict.fromkeys(prefixed))
+    if found:
+        return found
+    pool = list(
+        session.scalars(select(Document.external_id).where(Document.corpus_id == corpus.id).limit(_SUGGESTION_POOL))
+    )
+    return difflib.get_close_matches(external_id, pool, n=3, cutoff=0.6)
 
 
 def example_document(session: Session, task: RetrievalTask, example: TaskExample) -> Document | None:

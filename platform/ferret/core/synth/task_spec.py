@@ -33,7 +33,13 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.models import RetrievalTask, TaskExample
-from ferret.core.db.task import add_task, documents_by_external_ids, ensure_task_name_free, validate_task_name
+from ferret.core.db.task import (
+    add_task,
+    documents_by_external_ids,
+    ensure_task_name_free,
+    similar_external_ids,
+    validate_task_name,
+)
 from ferret.core.errors import InvalidInputError
 
 MIN_EXAMPLES = 2
@@ -95,9 +101,40 @@ def parse_task_spec(data: Any, where: str = "The task") -> TaskSpec:
     try:
         return TaskSpec.model_validate(data)
     except ValidationError as error:
-        first = error.errors()[0]
-        message = str(first["msg"]).rstrip(".")
-        raise InvalidInputError(f"{where} is not valid at '{_location(first['loc'])}': {message}.") from None
+        # Every problem at once (issue 11, item 13): a file with two misspelt keys should take one fix, not two.
+        problems = [f"'{_location(e['loc'])}': {str(e['msg']).rstrip('.')}" for e in error.errors()]
+        if len(problems) == 1:
+            raise InvalidInputError(f"{where} is not valid at {problems[0]}.") from None
+        raise InvalidInputError(f"{where} has {len(problems)} problems: at {'; at '.join(problems)}.") from None
+
+
+TEMPLATE = """\
+# A retrieval task for `ferret task import` (Promptagator, Dai et al. 2022): what the search is for, in a sentence,
+# and 2-8 real (query, document) pairs. `ferret task show NAME` checks and prints it once imported.
+name: {name}                 # lowercase letters, digits, '-' or '_'
+corpus: {corpus}
+description: Find the document that answers an employee's question.   # one sentence: who searches for what
+e_doc: Document              # the word the prompt puts before a document (e.g. Article, Policy, Abstract)
+e_query: Query               # ... and before a query (e.g. Question, Claim)
+zero_shot: false             # true: no examples (then leave 'examples' out)
+generation:
+  queries_per_doc: 8         # queries sampled per document (1-8)
+  max_documents: null        # null: every document; a number: a seeded sample
+  temperature: 0.7
+  seed: 0
+examples:                    # 2-8; 'document' is a document id of the corpus (`ferret search` shows them)
+{examples}"""
+
+
+def task_template(corpus: str, document_ids: list[str]) -> str:
+    """A commented task file to fill in, with real document ids of ``corpus`` where it has some."""
+    ids = [*document_ids[:2], "a-document-id", "another-document-id"][:2]
+    examples = "".join(
+        f"  - query: A question a user would type, answered by this document?\n    document: {doc_id!r}\n"
+        for doc_id in ids
+    )
+    examples += "  # - query: ...\n  #   document_text: the document itself, when it is not in the corpus\n"
+    return TEMPLATE.format(name=f"{corpus}-task"[:64], corpus=corpus, examples=examples)
 
 
 def load_task_spec(path: Path) -> TaskSpec:
@@ -194,9 +231,11 @@ def _build_task(session: Session, spec: TaskSpec) -> RetrievalTask:
         ]
         where = f" in source {example.source!r}" if example.source is not None else ""
         if not candidates:
+            close = similar_external_ids(session, corpus, example.document)
+            hint = f"did you mean {close[0]!r}? Or" if close else "check the external id or"
             raise InvalidInputError(
                 f"Example {position}'s document {example.document!r} is not in corpus {corpus.name!r}{where}; "
-                "check the external id or give the text as 'document_text'."
+                f"{hint} give the text as 'document_text'."
             )
         if len(candidates) > 1:
             sources = ", ".join(document.source for document in candidates)
