@@ -56,7 +56,7 @@ def test_a_candidate_missing_from_one_list_gets_that_lists_lowest_score() -> Non
 def test_rrf_is_reciprocal_rank_with_ties_by_point_id() -> None:
     fused = rrf_fuse(hits(("x", 1.0), ("y", 0.5)), hits(("y", 3.0), ("x", 2.0)), k=60)
     assert [h.id for h in fused] == ["x", "y"]
-    assert fused[0].score == pytest.approx(1 / 61 + 1 / 62)
+    assert fused[0].score == pytest.approx(1 / 60 + 1 / 61)
     assert [h.id for h in fuse(hits(("x", 1.0)), hits(("y", 1.0)), Fusion(), limit=1)] == ["x"]
 
 

@@ -101,8 +101,32 @@ class SearchRequest:
         often (ranks 1 and 2 fuse to the same score as 2 and 1)."""
         hits = [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
         if self.mode != "hybrid":
-            return hits
+            return settle_near_ties(hits)
         return sorted(hits, key=lambda hit: (-hit.score, hit.id))[: self.limit]
+
+
+NEAR_TIE = 1e-5
+"""Scores closer than this (relative) are one score: Qdrant's sparse dot products differ in their last bits from one
+build of the same data to the next (the summation order changes; measured up to 4 float32 ulps, 5e-7 relative), and
+that noise reordered near-equal BM25 candidates, which moved hybrid nDCG@10 between runs (issue 11, item 14)."""
+
+
+def settle_near_ties(hits: list[SearchHit]) -> list[SearchHit]:
+    """Best first; runs of scores that differ by less than ``NEAR_TIE`` (each from the next) in point-id order.
+
+    A run is cut where two neighbours differ by more than ``NEAR_TIE``; bit-level noise moves such a cut only if a gap
+    lies within the noise of the threshold, which is rare, whereas any rounding of the scores has boundaries that the
+    noise crosses everywhere."""
+    ordered = sorted(hits, key=lambda hit: -hit.score)
+    settled: list[SearchHit] = []
+    run: list[SearchHit] = []
+    for hit in ordered:
+        if run and run[-1].score - hit.score > NEAR_TIE * max(abs(run[-1].score), abs(hit.score)):
+            settled.extend(sorted(run, key=lambda tied: tied.id))
+            run = []
+        run.append(hit)
+    settled.extend(sorted(run, key=lambda tied: tied.id))
+    return settled
 
 
 @dataclass(frozen=True)

@@ -102,11 +102,12 @@ def convex_fuse(
 
 
 def rrf_fuse(dense: Sequence[SearchHit], sparse: Sequence[SearchHit], *, k: int = 60) -> list[SearchHit]:
-    """Reciprocal rank fusion (Cormack et al. 2009): Σ 1/(k + rank), rank from 1; ties by point id."""
+    """Reciprocal rank fusion (Cormack et al. 2009): Σ 1/(k + rank); ties by point id. Rank counts from 0, as
+    Qdrant's RRF does, so hybrid scores read as they did when Qdrant fused them (the best possible is 2/k)."""
     scores: dict[str, float] = {}
     payloads: dict[str, dict[str, Any]] = {}
     for hits in (dense, sparse):
-        for rank, hit in enumerate(hits, start=1):
+        for rank, hit in enumerate(hits):
             scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (k + rank)
             payloads.setdefault(hit.id, hit.payload)
     fused = [SearchHit(point, score, payloads[point]) for point, score in scores.items()]

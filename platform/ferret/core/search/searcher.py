@@ -35,7 +35,7 @@ from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.cross_encoder import rerank
 from ferret.core.search.configuration import ActivePlans, SearchPlan
-from ferret.core.search.fusion import Fusion, fuse
+from ferret.core.search.fusion import RRF, Fusion, fuse
 from ferret.core.settings import FerretSettings
 
 # Passages fetched per wanted document before deduplication by document.
@@ -226,8 +226,10 @@ class Searcher:
         )[0]
 
     def _query(self, target: str, requests: list[SearchRequest], fusion: Fusion | None = None) -> list[list[SearchHit]]:
-        if fusion is not None and fusion.method != "rrf":
-            return self._query_fused(target, requests, fusion)
+        # Hybrid is fused here, RRF included: Qdrant's prefetch ranks BM25 candidates by scores whose last bits vary
+        # from one build to the next, and only here are near-equal candidates settled first (issue 11, item 14).
+        if fusion is not None or any(request.mode == "hybrid" for request in requests):
+            return self._query_fused(target, requests, fusion or RRF)
         # One query (the interactive case) skips the batch planner's overhead.
         if len(requests) == 1:
             return [self.backend.search(target, requests[0])]
