@@ -202,7 +202,7 @@ class EdgeIndexBackend(IndexBackend):
                 with_payload=True,
             )
         return qe.QueryRequest(
-            limit=request.limit,
+            limit=request.fetch_limit,
             query=dense if request.mode == "dense" else sparse,
             filter=query_filter,
             params=params,

@@ -171,7 +171,7 @@ class QdrantServerBackend(IndexBackend):
             "using": DENSE if request.mode == "dense" else SPARSE,
             "query_filter": query_filter,
             "search_params": params,
-            "limit": request.limit,
+            "limit": request.fetch_limit,
         }
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:

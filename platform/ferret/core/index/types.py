@@ -92,8 +92,10 @@ class SearchRequest:
     @property
     def fetch_limit(self) -> int:
         """Points to ask Qdrant for. In hybrid mode that is every fused candidate: Qdrant leaves the order of equal
-        fused scores to a hash map (it changes from one call to the next), so :meth:`hits` breaks ties here."""
-        return 2 * self.candidates if self.mode == "hybrid" else self.limit
+        fused scores to a hash map (it changes from one call to the next), so :meth:`hits` breaks ties here. Other
+        modes ask for a margin beyond ``limit``, so that which of several equal scores at the cut is kept is decided
+        here too (by point id), not by Qdrant."""
+        return 2 * self.candidates if self.mode == "hybrid" else self.limit + max(10, self.limit // 10)
 
     def hits(self, points: Iterable[Any]) -> list[SearchHit]:
         """Qdrant's scored points (Edge's or the client's) as hits, best first, cut to ``limit``. Equal hybrid scores
@@ -101,7 +103,7 @@ class SearchRequest:
         often (ranks 1 and 2 fuse to the same score as 2 and 1)."""
         hits = [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
         if self.mode != "hybrid":
-            return settle_near_ties(hits)
+            return settle_near_ties(hits)[: self.limit]
         return sorted(hits, key=lambda hit: (-hit.score, hit.id))[: self.limit]
 
 
