@@ -12,8 +12,9 @@ letting the clients answer --clients more searches after each swap, so that ever
 Reported: searches, failed searches (any non-200), empty result lists, swaps done, and whether the alias and the
 database agree at the end.
 
-startup: median wall time of ``ferret --help`` and of a cold ``ferret search`` (a new process each run, sparse mode
-on a one-document corpus) over --runs runs, with the load average before, since the cores may be shared.
+startup: median wall time of ``ferret --help`` and of a cold ``ferret search`` (a new process each run, on a
+one-document corpus: sparse mode, which loads no model, and the default hybrid mode, which loads the query encoder)
+over --runs runs, with the load average before and after, since the cores may be shared.
 
 The fuzz counts (deep and wide metadata, ACL-change sequences) come from tests/api/test_reliability_fuzz.py with
 ``FERRET_RELIABILITY_ROUNDS``; see benchmarks/RESULTS.md.
@@ -152,7 +153,10 @@ def startup_run(args: argparse.Namespace, home: Path) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "help_median_s": median_of(["--help"]),
         "cold_search_median_s": median_of(["search", "glaciers", "--corpus", CORPUS, "--mode", "sparse"]),
+        # The default mode loads the query encoder: torch and sentence-transformers are imported then.
+        "cold_hybrid_search_median_s": median_of(["search", "glaciers", "--corpus", CORPUS]),
         "runs": args.runs,
+        "load_average_1min_after": round(os.getloadavg()[0], 2),
     }
 
 

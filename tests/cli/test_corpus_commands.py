@@ -85,3 +85,28 @@ def test_corpus_delete_removes_rows_collections_and_is_audited(
     assert "Corpus 'kb' does not exist" in error_of(["search", "glaciers", "--corpus", "kb"])
     # The name is free again.
     assert runner.invoke(app, ["ingest", "--corpus", "kb", "--path", str(folder)]).exit_code == 0
+
+
+def test_index_promote_takes_the_version_as_an_argument_and_scores_are_explained(
+    ferret_home: Path, make_files: MakeFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11, item 12: `index promote` needed --version where `config promote` takes VERSION; hybrid scores were
+    raw reciprocal-rank values with no word on what they are."""
+    monkeypatch.setenv("COLUMNS", "200")
+    folder = make_files(tmp_path / "docs", {"a.txt": "Glaciers carve fjords.", "b.txt": "Volcanoes erupt."})
+    assert runner.invoke(app, ["ingest", "--corpus", "kb", "--path", str(folder)]).exit_code == 0
+    for _ in range(2):
+        assert runner.invoke(app, ["index", "build", "--corpus", "kb"]).exit_code == 0
+
+    assert "alias kb -> kb__v1" in runner.invoke(app, ["index", "promote", "--corpus", "kb", "1"]).output
+    assert "alias kb -> kb__v2" in runner.invoke(app, ["index", "promote", "--corpus", "kb", "--version", "2"]).output
+    assert "Name the version to promote" in error_of(["index", "promote", "--corpus", "kb"])
+
+    hybrid = " ".join(runner.invoke(app, ["search", "glaciers", "--corpus", "kb"]).output.split())
+    assert (
+        "Glaciers carve fjords." in hybrid
+        and "reciprocal rank fusion" in hybrid
+        and "0.0333 is first in both" in hybrid
+    )
+    sparse = " ".join(runner.invoke(app, ["search", "glaciers", "--corpus", "kb", "--mode", "sparse"]).output.split())
+    assert "scores: BM25" in sparse

@@ -12,6 +12,7 @@ from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.errors import InvalidInputError
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.runtime.context import app_context
 
@@ -66,8 +67,16 @@ def list_versions(corpus: CorpusOption) -> None:
 
 
 @index_app.command("promote")
-def promote(corpus: CorpusOption, version: Annotated[int, typer.Option("--version", "-v")]) -> None:
+def promote(
+    corpus: CorpusOption,
+    version: Annotated[int | None, typer.Argument(help="Index version (see `ferret index list`).")] = None,
+    version_option: Annotated[int | None, typer.Option("--version", "-v", hidden=True)] = None,
+) -> None:
     """Make a ready version active: one atomic alias swap."""
+    # VERSION is an argument, as in `ferret config promote`; --version still works for scripts written before.
+    version = version if version is not None else version_option
+    if version is None:
+        raise InvalidInputError("Name the version to promote: `ferret index promote --corpus C VERSION`.")
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).promote(

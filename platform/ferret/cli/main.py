@@ -255,7 +255,7 @@ def search(
         groups = expand_principals(ctx.session, group) if acl_groups is not None and group else acl_groups
         plan = plan_by_name(ctx.session, get_corpus(ctx.session, corpus), config) if config else None
         results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups, plan=plan)
-        print_results(query, results)
+        print_results(query, results, ctx.searcher.mode(mode))
 
 
 @app.command("eval", rich_help_panel=DOCUMENTS)

@@ -100,7 +100,16 @@ def progress_bar() -> Progress:
     )
 
 
-def print_results(query: str, results: Sequence[SearchResult]) -> None:
+SCORE_LEGEND = {
+    "dense": "scores: cosine similarity of query and passage (1 is identical)",
+    "sparse": "scores: BM25 of the best passage (unbounded; compare within one query only)",
+    "hybrid": "scores: reciprocal rank fusion of the dense and BM25 rankings, Σ 1/(60 + rank from 0), so 0.0333 is "
+    "first in both; under a tuned configuration, α·dense + (1-α)·BM25 normalised to 0-1 (`ferret config show`)",
+}
+"""What a result's score means, printed under the results (issue 11, item 12: raw RRF values puzzled users)."""
+
+
+def print_results(query: str, results: Sequence[SearchResult], mode: str | None = None) -> None:
     console.print(f"[bold]{query}[/bold]")
     if not results:
         console.print("  (no results)")
@@ -108,6 +117,8 @@ def print_results(query: str, results: Sequence[SearchResult]) -> None:
         title = result.title or result.external_id
         console.print(f"  {rank:>2}. [cyan]{title}[/cyan]  [dim]{result.score:.4f}  {result.external_id}[/dim]")
         console.print(f"      {result.snippet()}", highlight=False)
+    if results and mode in SCORE_LEGEND:
+        console.print(f"  [dim]{SCORE_LEGEND[mode]}[/dim]", highlight=False)
 
 
 def eval_table(title: str, rows: Sequence[EvalRow]) -> Table:
