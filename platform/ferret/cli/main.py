@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -174,6 +174,7 @@ def ingest(
     folder, option = (path, "--path") if path is not None else (beir, "--beir")
     if folder is not None and not folder.is_dir():  # named by the option, not by the connector's config key
         raise InvalidInputError(f"{option} {folder} {'is not a folder' if folder.exists() else 'does not exist'}.")
+    config: dict[str, Any]
     kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
     config["name"] = source or kind
     with app_context() as ctx:
