@@ -350,7 +350,7 @@ def test_an_example_id_without_its_extension_gets_a_suggestion(
 
     assert "did you mean 'hr/leave-policy.txt'? Or give the text as 'document_text'." in str(raised.value)
     misspelt = [ExampleSpec(query="How long is parental leave?", document="hr/leave-polcy.txt"), *_examples(1)]
-    with pytest.raises(InvalidInputError, match="did you mean 'hr/leave-policy.txt'"):
+    with pytest.raises(InvalidInputError, match=r"did you mean 'hr/leave-policy\.txt'"):
         create_task(session, _spec(examples=misspelt))
 
 
