@@ -19,14 +19,14 @@ from ferret.cli.ask_commands import ask, reader_app
 from ferret.cli.config_commands import config_app
 from ferret.cli.index_commands import index_app
 from ferret.cli.job_commands import jobs_app, worker
+from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.pipeline_commands import pipeline_app
 from ferret.cli.quickstart import run_quickstart
 from ferret.cli.realm_commands import realm_app
-from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
+from ferret.cli.render import console, err_console, eval_table, print_results
 from ferret.cli.source_commands import source_app
 from ferret.cli.task_commands import task_app
 from ferret.cli.ui_commands import admin, tui
-from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db import migrate
 from ferret.core.db.corpus import corpus_counts, get_corpus, get_or_create_corpus, list_corpora
 from ferret.core.db.source import expand_principals
@@ -110,35 +110,34 @@ def ingest(
     beir: Annotated[Path | None, typer.Option(help="A BEIR dataset folder (corpus.jsonl).")] = None,
     source: Annotated[str | None, typer.Option(help="Source name within the corpus.")] = None,
     incremental: Annotated[bool, typer.Option(help="Only changes since the last run (filesystem).")] = False,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere."""
+    """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere (a job)."""
     if (path is None) == (beir is None):
         raise InvalidInputError("Give exactly one of --path DIR or --beir DIR.")
     kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
     config["name"] = source or kind
     with app_context() as ctx:
-        connector = ctx.connectors(kind, **config)
         corpus_row = get_or_create_corpus(
             ctx.session,
             corpus,
             max_passage_tokens=ctx.settings.max_passage_tokens,
             passage_overlap_tokens=ctx.settings.passage_overlap_tokens,
         )
-        with progress_bar() as bar:
-            task = bar.add_task(f"ingesting into {corpus}", total=None)
-
-            def show(report: IngestReport) -> None:
-                bar.update(task, completed=report.seen)
-
-            report = Ingestor(ctx.session, ctx.settings, ctx.backend, corpus_row, progress=show).run(
-                connector, incremental=incremental
-            )
-        console.print(
-            f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, deleted {report.deleted}; "
-            f"passages +{report.passages_added} -{report.passages_deleted}; skipped {len(report.skipped)}"
+        job = run_command_job(
+            ctx, "ingest", detach=detach, corpus=corpus_row, source_kind=kind, config=config, incremental=incremental
         )
-        for item in report.skipped:
-            console.print(f"  skipped {item.external_id}: {item.reason}", highlight=False)
+        if job is None:
+            return
+        report = job.result or {}
+        console.print(
+            f"added {report.get('added', 0)}, updated {report.get('updated', 0)}, "
+            f"unchanged {report.get('unchanged', 0)}, deleted {report.get('deleted', 0)}; "
+            f"passages +{report.get('passages_added', 0)} -{report.get('passages_deleted', 0)}; "
+            f"skipped {len(report.get('skipped', []))} (job {job.id})"
+        )
+        for item in report.get("skipped", []):
+            console.print(f"  skipped {item['external_id']}: {item['reason']}", highlight=False)
 
 
 @app.command()
