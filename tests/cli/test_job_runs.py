@@ -122,7 +122,7 @@ def test_a_killed_runner_fails_its_job_and_a_retry_finishes_it_without_duplicate
     runners: list[int],
 ) -> None:
     words = ["river", "mountain", "harbour", "forest", "desert", "glacier", "valley", "island"]
-    files = {
+    files: dict[str, str | bytes] = {
         f"place{i}.txt": f"Place {i} lies by the {words[i % 8]} and the {words[(i * 3) % 8]}; its code is {i * 7}."
         for i in range(600)
     }
@@ -162,7 +162,7 @@ def test_a_killed_runner_fails_its_job_and_a_retry_finishes_it_without_duplicate
         live = list(
             session.scalars(select(IndexVersion).where(IndexVersion.state.in_([IndexState.READY, IndexState.ACTIVE])))
         )
-        assert [version.id for version in live] == [job.result["index_version_id"]]  # one live version, no twin
+        assert [version.id for version in live] == [(job.result or {})["index_version_id"]]  # one live version, no twin
         passages = session.scalar(select(func.count(Passage.id)))
     backend = EdgeIndexBackend(settings.qdrant_path)
     try:

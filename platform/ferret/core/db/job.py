@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
