@@ -197,7 +197,7 @@ class Pipeline(Generic[S]):
             inspect.signature(self.prepare).bind(context, **inputs)
         except TypeError as error:
             raise InvalidInputError(
-                f"A {self.kind!r} job takes the inputs {', '.join(self.inputs)} ({str(error).rstrip('.')})."
+                f"A job of kind {self.kind!r} takes the inputs {', '.join(self.inputs)} ({str(error).rstrip('.')})."
             ) from None
         return self.prepare(context, **inputs)
 
