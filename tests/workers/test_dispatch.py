@@ -32,7 +32,7 @@ def test_every_job_kind_is_started_through_its_declaration_with_no_method_of_its
     ("kind", "inputs", "message"),
     [
         ("reindex", {"corpus": "docs"}, "Unknown job kind 'reindex'; the kinds are"),
-        ("index_build", {"corpus": "docs", "modle": "base"}, "A job of kind 'index_build' takes the inputs corpus, model"),
+        ("index_build", {"corpus": "docs", "modle": "base"}, "kind 'index_build' takes the inputs corpus, model"),
         ("ingest", {"corpus": "docs"}, "missing a required argument: 'source_kind'"),
         ("ingest", {"corpus": "docs", "source_kind": "ftp", "config": {}}, "Unknown source kind 'ftp'"),
         ("pipeline", {"task": "nope"}, "Task 'nope' does not exist"),
