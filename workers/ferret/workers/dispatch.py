@@ -166,6 +166,10 @@ def _run_detached(session: Session, settings: FerretSettings, job: Job) -> Job:
     """
     logs = settings.home / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    # The runner reads its settings from the environment; where the state lives is this process's, whatever set it.
+    environment = {**os.environ, "FERRET_HOME": str(settings.home), "FERRET_DATABASE_URL": settings.database_url}
+    if settings.qdrant_url:
+        environment["FERRET_QDRANT_URL"] = settings.qdrant_url
     with open(logs / f"job-{job.id}.log", "ab") as log:
         runner = subprocess.Popen(
             [sys.executable, "-m", "ferret.workers.detached", str(job.id)],
@@ -174,7 +178,7 @@ def _run_detached(session: Session, settings: FerretSettings, job: Job) -> Job:
             stderr=subprocess.STDOUT,
             start_new_session=True,
             close_fds=True,
-            env=os.environ.copy(),
+            env=environment,
         )
     set_celery_id(session, job.id, embedded_owner(runner.pid))
     session.commit()
