@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -39,7 +41,7 @@ def test_every_job_kind_is_started_through_its_declaration_with_no_method_of_its
     ],
 )
 def test_bad_inputs_are_one_sentence_and_write_no_job(
-    settings: FerretSettings, session: Session, kind: str, inputs: dict[str, object], message: str
+    settings: FerretSettings, session: Session, kind: str, inputs: dict[str, Any], message: str
 ) -> None:
     create_corpus(session, "docs")
     session.commit()
