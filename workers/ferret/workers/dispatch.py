@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.connectors.registry import build_connector
+from ferret.connectors.registry import build_connector, get_connector_class
 from ferret.core.db.job import create_job, embedded_owner, fail_job, reopen_job, request_cancel, set_celery_id
 from ferret.core.db.models import Job
 from ferret.core.errors import FerretError
@@ -51,7 +51,7 @@ def start_job(
 ) -> Job:
     """Start a job of ``kind`` with the inputs its declaration takes; commits the session and returns the row."""
     pipeline = pipeline_of(kind)
-    launch = pipeline.launch(LaunchContext(session, settings, build_connector), inputs)
+    launch = pipeline.launch(LaunchContext(session, settings, build_connector, get_connector_class), inputs)
     job = create_job(session, pipeline.kind, corpus_id=launch.corpus_id)
     params, payload = launch.begin(job.id)
     job.params, job.payload = params, payload

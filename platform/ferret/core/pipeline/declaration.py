@@ -41,7 +41,7 @@ from ferret.core.llm.base import LLMBackend
 from ferret.core.llm.factory import build_backend
 from ferret.core.progress import CountingProgress, Progress, quiet
 from ferret.core.settings import FerretSettings
-from ferret.core.sources.capabilities import ConnectorFactory
+from ferret.core.sources.capabilities import BaseConnector, ConnectorFactory
 
 S = TypeVar("S")
 
@@ -119,11 +119,14 @@ class Stage(Generic[S]):
 @dataclass(frozen=True)
 class LaunchContext:
     """What a pipeline's ``prepare`` is given: the caller's session (committed by the queue afterwards), the
-    settings, and the connector registry (an ingest checks its source's kind and configuration up front)."""
+    settings, and the connector registry (an ingest checks its source's kind and configuration up front, a source
+    sync that the kind can sync)."""
 
     session: Session
     settings: FerretSettings
     connectors: ConnectorFactory | None = None
+    connector_class: Callable[[str], type[BaseConnector]] | None = None
+    """The registry's class of a source kind (imports only that connector): checks a capability, builds nothing."""
 
 
 @dataclass(frozen=True)
