@@ -87,22 +87,3 @@ def test_gpu_workers_take_one_task_at_a_time_and_never_lose_one() -> None:
     assert QUEUE_OF_TASK[task["generate"]] == Queue.LLM and QUEUE_OF_TASK[task["filter"]] == Queue.CPU
     assert QUEUE_OF_TASK["ferret.corpus.ingest_source"] == Queue.CPU
     assert QUEUE_OF_TASK["ferret.corpus.build_index"] == Queue.GPU
-
-
-def test_pipeline_run_async_needs_a_broker(
-    ferret_home: Path, session: Session, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from ferret.core.db.corpus import create_corpus
-    from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
-
-    create_corpus(session, "docs")
-    spec = TaskSpec(
-        name="faq",
-        corpus="docs",
-        examples=[ExampleSpec(query="a", document_text="one"), ExampleSpec(query="b", document_text="two")],
-    )
-    create_task(session, spec)
-    session.commit()
-    monkeypatch.delenv("FERRET_BROKER_URL", raising=False)
-    outcome = runner.invoke(app, ["pipeline", "run", "--task", "faq", "--async"])
-    assert outcome.exit_code == 1 and "--async needs FERRET_BROKER_URL" in outcome.output

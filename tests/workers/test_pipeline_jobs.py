@@ -28,7 +28,7 @@ from ferret.core.db.models import (
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.settings import FerretSettings
-from ferret.workers.dispatch import cancel_job, start_pipeline_job, wait_for_embedded_job
+from ferret.workers.dispatch import cancel_job, start_job, wait_for_embedded_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -41,7 +41,7 @@ QUICK = PipelineConfig(
 def _start(session: Session, settings: FerretSettings, task_id: int, config: PipelineConfig) -> int:
     task = session.get(RetrievalTask, task_id)
     assert task is not None
-    return start_pipeline_job(session, settings, task, config).id
+    return start_job(session, settings, "pipeline", task=task, config=config).id
 
 
 def _count(session: Session, statement: object) -> int:

@@ -16,7 +16,7 @@ from ferret.core.db.engine import session_scope
 from ferret.core.db.models import Document, JobState, ModelVersion, Passage
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.realm.config import RealmConfig
-from ferret.workers.dispatch import start_realm_job
+from ferret.workers.dispatch import start_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -69,7 +69,14 @@ def test_realm_runs_on_the_gpu_worker(session: Session, workers: Any) -> None:
         eval_every=1,
         checkpoint_every=1,
     )
-    job = start_realm_job(session, workers.settings, get_corpus(session, "bios"), config, model_name="realm-bios")
+    job = start_job(
+        session,
+        workers.settings,
+        "realm_pretrain",
+        corpus=get_corpus(session, "bios"),
+        config=config,
+        model_name="realm-bios",
+    )
     assert job.celery_id == f"ferret-job-{job.id}-pretrain"
 
     finished = workers.wait_for(job.id, lambda j: j.state in FINISHED, timeout_s=420)

@@ -39,7 +39,7 @@ def test_a_sync_job_runs_on_the_cpu_worker(
     cpu = workers.start("cpu", FAQ_URL=url)
     workers.wait_ready(cpu)
 
-    job = Dispatcher(workers.settings).start_source_sync_job(session, source, trigger="admin")
+    job = Dispatcher(workers.settings).start_job("source_sync", session, source=source, trigger="admin")
     assert job.celery_id == f"ferret-job-{job.id}-sync"
     finished = workers.wait_for(job.id, lambda j: j.state in (JobState.SUCCEEDED, JobState.FAILED))
 

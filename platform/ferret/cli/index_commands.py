@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.render import console, progress_bar
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
-from ferret.core.encoder.registry import ModelRegistry
-from ferret.core.errors import InvalidInputError
+from ferret.core.db.models import IndexVersion
+from ferret.core.errors import InvalidInputError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.runtime.context import app_context
 
@@ -26,23 +27,21 @@ def build(
     corpus: CorpusOption,
     model: Annotated[str, typer.Option("--model", "-m", help="Model version to embed with.")] = "base",
     promote: Annotated[bool, typer.Option(help="Make the new version active once it is complete.")] = False,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """Embed every passage into a new collection version; the active one is untouched until promotion."""
+    """Embed every passage into a new collection version; the active one is untouched until promotion (a job)."""
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
-        model_row = ModelRegistry(ctx.session, ctx.settings).get(model)
-        versions = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row)
-        with progress_bar() as bar:
-            task = bar.add_task(f"embedding {corpus} with {model_row.name}", total=None)
-            index_version = versions.build(
-                model_row, progress=lambda activity, fraction: bar.update(task, completed=fraction, total=1.0)
-            )
-        console.print(
-            f"built {index_version.collection}: {index_version.point_count} points, state {index_version.state.value}"
+        job = run_command_job(
+            ctx, "index_build", detach=detach, corpus=corpus_row, model=model, promote=promote, actor=cli_actor()
         )
+        if job is None:
+            return
+        index_version = ctx.session.get(IndexVersion, (job.result or {})["index_version_id"])
+        if index_version is None:
+            raise NotFoundError(f"Job {job.id} built an index version that no longer exists.")
+        console.print(f"built {index_version.collection}: {index_version.point_count} points (job {job.id})")
         if promote:
-            versions.promote(index_version, actor=cli_actor())
-            versions.collect()
             console.print(f"promoted version {index_version.version}; alias {corpus} -> {index_version.collection}")
 
 

@@ -1,4 +1,4 @@
-"""``ferret jobs`` (list, show, cancel) and ``ferret worker --kind gpu|llm|cpu`` (a Celery worker of that kind)."""
+"""``ferret jobs`` (list, show, follow, retry, cancel) and ``ferret worker --kind gpu|llm|cpu`` (a Celery worker)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from ferret.cli.job_runs import ASYNC_HELP, follow_here, follow_job, require_success
 from ferret.cli.render import console
 from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job
 from ferret.core.errors import InvalidInputError
+from ferret.core.jobs.queue import Placement
 from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context, ensure_schema
 from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
@@ -66,6 +68,31 @@ def show(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs li
         for label, value in (("params", job.params), ("counts", job.counts), ("result", job.result)):
             if value:
                 console.print(f"{label}: {json.dumps(value, indent=2, default=str)}", highlight=False)
+
+
+@jobs_app.command("follow")
+def follow(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs list`).")]) -> None:
+    """Show a job's progress until it ends; exit status 0 when it succeeded, 1 when it failed or was cancelled."""
+    with app_context() as ctx:
+        get_job(ctx.session, job_id)  # an unknown id is one sentence, before any progress is drawn
+        job = follow_job(ctx.settings, job_id)
+        console.print(f"job {job.id} ({job.kind}): {job.state.value}", highlight=False)
+        require_success(job)
+
+
+@jobs_app.command("retry")
+def retry(
+    job_id: Annotated[int, typer.Argument(help="A failed or cancelled job (see `ferret jobs list`).")],
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
+) -> None:
+    """Run a failed or cancelled job again as the same job: what it finished before is found again, not redone."""
+    with app_context() as ctx:
+        job = ctx.jobs.retry_job(ctx.session, job_id, placement=Placement.DETACHED if detach else Placement.HERE)
+        if detach:
+            console.print(f"job {job.id} ({job.kind}) started again; follow it with `ferret jobs follow {job.id}`")
+            return
+        finished = require_success(follow_here(ctx, job.id))
+        console.print(f"job {finished.id} ({finished.kind}): {finished.state.value}", highlight=False)
 
 
 @jobs_app.command("cancel")

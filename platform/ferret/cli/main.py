@@ -13,6 +13,7 @@ import typer
 
 from ferret.cli.group import FerretGroup, LazyCommand
 from ferret.cli.logs import PROGRESS_BAR_SWITCHES, route_third_party_output
+from ferret.cli.options import ASYNC_HELP
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -160,10 +161,11 @@ def ingest(
     beir: Annotated[Path | None, typer.Option(help="A BEIR dataset folder (corpus.jsonl).")] = None,
     source: Annotated[str | None, typer.Option(help="Source name within the corpus.")] = None,
     incremental: Annotated[bool, typer.Option(help="Only changes since the last run (filesystem).")] = False,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere."""
-    from ferret.cli.render import console, progress_bar
-    from ferret.core.corpus.ingest import Ingestor, IngestReport
+    """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere (a job)."""
+    from ferret.cli.job_runs import run_command_job
+    from ferret.cli.render import console
     from ferret.core.db.corpus import find_corpus, get_or_create_corpus
     from ferret.core.errors import InvalidInputError
     from ferret.core.sources.capabilities import SlimConnector
@@ -191,21 +193,20 @@ def ingest(
             max_passage_tokens=ctx.settings.max_passage_tokens,
             passage_overlap_tokens=ctx.settings.passage_overlap_tokens,
         )
-        with progress_bar() as bar:
-            task = bar.add_task(f"ingesting into {corpus}", total=None)
-
-            def show(report: IngestReport) -> None:
-                bar.update(task, completed=report.seen)
-
-            report = Ingestor(ctx.session, ctx.settings, ctx.backend, corpus_row, progress=show).run(
-                connector, incremental=incremental
-            )
-        console.print(
-            f"added {report.added}, updated {report.updated}, unchanged {report.unchanged}, deleted {report.deleted}; "
-            f"passages +{report.passages_added} -{report.passages_deleted}; skipped {len(report.skipped)}"
+        job = run_command_job(
+            ctx, "ingest", detach=detach, corpus=corpus_row, source_kind=kind, config=config, incremental=incremental
         )
-        for item in report.skipped:
-            console.print(f"  skipped {item.external_id}: {item.reason}", highlight=False)
+        if job is None:
+            return
+        report = job.result or {}
+        console.print(
+            f"added {report.get('added', 0)}, updated {report.get('updated', 0)}, "
+            f"unchanged {report.get('unchanged', 0)}, deleted {report.get('deleted', 0)}; "
+            f"passages +{report.get('passages_added', 0)} -{report.get('passages_deleted', 0)}; "
+            f"skipped {len(report.get('skipped', []))} (job {job.id})"
+        )
+        for item in report.get("skipped", []):
+            console.print(f"  skipped {item['external_id']}: {item['reason']}", highlight=False)
 
 
 @app.command(rich_help_panel=DOCUMENTS)

@@ -7,13 +7,12 @@ from typing import Annotated, Any, Literal, cast
 import typer
 from rich.table import Table
 
-from ferret.cli.render import console, progress_bar
-from ferret.core.db.models import RetrievalTask
+from ferret.cli.job_runs import ASYNC_HELP, run_command_job
+from ferret.cli.render import console
 from ferret.core.db.task import get_task
-from ferret.core.errors import InvalidInputError
-from ferret.core.llm.factory import build_backend
-from ferret.core.pipeline.promptagator.in_process import PipelineConfig, PipelineResult, run_pipeline
-from ferret.runtime.context import AppContext, app_context
+from ferret.core.pipeline.promptagator.in_process import PipelineConfig, PipelineResult, pipeline_result
+from ferret.core.pipeline.promptagator.state import PipelineState
+from ferret.runtime.context import app_context
 
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
 
@@ -44,11 +43,9 @@ def run(
     init: Annotated[
         str | None, typer.Option(help="realm:<model>: start from a REALM-pre-trained model instead of the base.")
     ] = None,
-    queue: Annotated[
-        bool, typer.Option("--async", help="Queue it for the workers (needs FERRET_BROKER_URL) and return at once.")
-    ] = False,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote."""
+    """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote (a job)."""
     config = PipelineConfig(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
@@ -63,33 +60,11 @@ def run(
         init=init,
     ).validated()  # one clear sentence for a bad value, before any work
     with app_context() as ctx:
-        task_row = get_task(ctx.session, task)
-        if queue:
-            _queue(ctx, task_row, config)
+        job = run_command_job(ctx, "pipeline", detach=detach, task=get_task(ctx.session, task), config=config)
+        if job is None:
             return
-        llm = build_backend(ctx.settings)
-        try:
-            with progress_bar() as bar:
-                current = {"stage": "", "id": bar.add_task("starting", total=1.0)}
-
-                def status(stage: str, fraction: float) -> None:
-                    if stage != current["stage"]:
-                        current["stage"] = stage
-                        current["id"] = bar.add_task(stage, total=1.0)
-                    bar.update(current["id"], completed=fraction)  # type: ignore[arg-type]
-
-                result = run_pipeline(ctx.session, ctx.settings, ctx.backend, task_row, llm, config, status=status)
-        finally:
-            llm.close()
-        print_result(result)
-
-
-def _queue(ctx: AppContext, task: RetrievalTask, config: PipelineConfig) -> None:
-    """``--async``: a job on the workers' queues; this process would take an in-process job down with it."""
-    if not ctx.settings.broker_url:
-        raise InvalidInputError("--async needs FERRET_BROKER_URL and running workers; without them, drop --async.")
-    job = ctx.jobs.start_pipeline_job(ctx.session, task, config)
-    console.print(f"queued job {job.id}; follow it with `ferret jobs show {job.id}`, stop it with `ferret jobs cancel`")
+        state = {key: value for key, value in (job.result or {}).items() if key != "stages_done"}
+        print_result(pipeline_result(ctx.session, PipelineState.from_json(state)))
 
 
 def print_result(result: PipelineResult) -> None:

@@ -8,12 +8,13 @@ from typing import Annotated, cast
 import typer
 from rich.table import Table
 
-from ferret.cli.render import console, progress_bar
+from ferret.cli.job_runs import ASYNC_HELP, follow_here, require_success
+from ferret.cli.render import console
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.engine import session_scope
 from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job, JobState
 from ferret.core.errors import InvalidInputError
+from ferret.core.jobs.queue import Placement
 from ferret.core.pipeline.realm.state import JOB_REALM
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.masking import MaskingStrategy
@@ -41,6 +42,7 @@ def pretrain(
     task: Annotated[str | None, typer.Option(help="Judge the result on this task's evidence.")] = None,
     model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
     resume: Annotated[int | None, typer.Option(help="Resume a killed REALM job from its checkpoint.")] = None,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
     """Pre-train the retriever on the corpus with REALM, register it as a model version and run the guard."""
     config = RealmConfig(
@@ -58,22 +60,27 @@ def pretrain(
     ).validated()
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
-        job = ctx.jobs.start_realm_job(
-            ctx.session, corpus_row, config, model_name=model_name, task=task, resume_from=resume
+        # With a broker the gpu workers run it (this command returns); in embedded mode this process runs it and
+        # stays to show it, unless --async hands it to a detached runner.
+        placement = Placement.DETACHED if detach or ctx.settings.broker_url else Placement.HERE
+        job = ctx.jobs.start_job(
+            JOB_REALM,
+            ctx.session,
+            placement=placement,
+            corpus=corpus_row,
+            config=config,
+            model_name=model_name,
+            task=task,
+            resume_from=resume,
         )
         console.print(f"job {job.id}: REALM pre-training of {corpus_row.name} into model {job.params['model_name']}")
-        if ctx.settings.broker_url:
-            console.print(f"queued on the gpu workers; follow it with `ferret realm status {job.id}`")
+        if placement == Placement.DETACHED:
+            where = "on the gpu workers" if ctx.settings.broker_url else "in a detached local runner"
+            console.print(f"running {where}; follow it with `ferret jobs follow {job.id}` or `ferret realm status`")
             return
-        with progress_bar() as bar:  # embedded mode: the job runs in this process, so stay and show it
-            bar_id = bar.add_task("starting", total=1.0)
-            while not ctx.jobs.wait(job.id, 1.0):
-                with session_scope(ctx.settings.database_url) as session:
-                    row = get_job(session, job.id)
-                    activity = str(row.counts.get("activity") or row.stage or "starting")
-                    bar.update(bar_id, completed=row.progress, description=activity)
-        with session_scope(ctx.settings.database_url) as session:
-            _print_job(get_job(session, job.id))
+        finished = follow_here(ctx, job.id)
+        _print_job(finished)
+        require_success(finished)
 
 
 @realm_app.command("status")

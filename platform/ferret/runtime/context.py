@@ -6,7 +6,7 @@
 
 Example:
     >>> with app_context() as ctx:
-    ...     ctx.jobs.start_index_build_job(ctx.session, get_corpus(ctx.session, "docs"), "base", promote=True)
+    ...     ctx.jobs.start_job("index_build", ctx.session, corpus="docs", model="base", promote=True)
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ The steps are the one stage of a pipeline declared here, as a one-step job (an i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -124,3 +125,24 @@ def test_a_job_whose_worker_keeps_dying_fails(settings: FerretSettings, database
     with pytest.raises(JobStopped, match="keeps dying"):
         run_step(settings, job_id, lambda session, progress: {})
     assert _job(settings, job_id).state == JobState.FAILED
+
+
+def test_a_report_while_the_stage_holds_sqlites_write_lock_is_dropped_not_fatal(
+    settings: FerretSettings, database_url: str
+) -> None:
+    """An ingest writes its documents in one transaction (committed at its end), so on the embedded SQLite its own
+    progress reports, written on another connection, cannot get the write lock: they are dropped (the stage goes on)
+    and the cancel check reads the row instead."""
+    job_id = _new_job(settings)
+
+    def work(session: Session, progress: JobProgress) -> dict[str, Any]:
+        create_job(session, "held")  # the stage's transaction now holds the write lock until the step commits
+        session.flush()
+        started = time.monotonic()
+        progress("ingesting", 0.5)
+        assert time.monotonic() - started < 5  # not the 30 s busy timeout
+        assert _job(settings, job_id).progress == 0.0  # this report was dropped; reads never wait in WAL mode
+        return {"added": 1}
+
+    assert run_step(settings, job_id, work) == {"added": 1}
+    assert _job(settings, job_id).state == JobState.SUCCEEDED

@@ -1,12 +1,18 @@
-"""Starting and cancelling jobs: what the HTTP API and the CLI call.
+"""Starting, retrying and cancelling jobs: the job-queue adapter the runtime hands to every face.
 
-With a broker (``FERRET_BROKER_URL``) a job is a Celery chain across the worker queues, every message with
-``expires=``; in embedded mode (no broker) the same step functions run in a background thread of this process,
-so the caller is not blocked either way. The job row is committed before any work is sent, so a worker always
-finds it.
+One generic ``start_job(kind, ...)``: the kind's declaration (``ferret.core.jobs.catalog.JOB_KINDS``) checks the
+inputs and says what the job starts from (``Pipeline.prepare``); this module only decides where it runs
+(``ferret.core.jobs.queue.Placement``):
+
+- with a broker (``FERRET_BROKER_URL``) a job is a Celery chain across the worker queues, every message with
+  ``expires=`` (unless the caller asked to run it here);
+- in embedded mode the same step functions run in a background thread of this process, or, for ``DETACHED``, in a
+  runner process of their own (``ferret.workers.detached``) that outlives the caller.
+
+The job row, with its payload, is committed before any work is sent, so a worker or a runner always finds it.
 
 Example:
-    >>> job = start_pipeline_job(session, settings, get_task(session, "faq"), PipelineConfig(promote="force"))
+    >>> job = start_job(session, settings, "pipeline", task=get_task(session, "faq"), config=PipelineConfig())
     >>> cancel_job(session, settings, job.id).cancel_requested
     True
 """
@@ -14,30 +20,23 @@ Example:
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ferret.connectors.registry import build_connector, get_connector_class
-from ferret.core.db.job import create_job, embedded_owner, fail_job, request_cancel, set_celery_id
-from ferret.core.db.model_version import find_model_version
-from ferret.core.db.models import Corpus, Job, RetrievalTask, Source
-from ferret.core.errors import ConflictError, FerretError
-from ferret.core.jobs.catalog import JOB_KINDS
-from ferret.core.jobs.corpus_jobs import INDEX_BUILD, INGEST
-from ferret.core.jobs.queue import JobQueue
+from ferret.core.db.job import create_job, embedded_owner, fail_job, reopen_job, request_cancel, set_celery_id
+from ferret.core.db.models import Job
+from ferret.core.errors import FerretError
+from ferret.core.jobs.catalog import JOB_KINDS, pipeline_of
+from ferret.core.jobs.queue import JobQueue, Placement
 from ferret.core.jobs.runner import run_job
-from ferret.core.jobs.source_sync import SOURCE_SYNC
-from ferret.core.jobs.source_sync import start_payload as source_sync_payload
-from ferret.core.pipeline.declaration import Pipeline
-from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
-from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
-from ferret.core.pipeline.realm.stages import REALM
-from ferret.core.pipeline.realm.state import RealmState, resumed_state
-from ferret.core.realm.config import RealmConfig
+from ferret.core.pipeline.declaration import LaunchContext, Pipeline
 from ferret.core.settings import FerretSettings
 from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, task_id
 
@@ -47,75 +46,23 @@ _threads: dict[int, threading.Thread] = {}
 """Embedded-mode jobs running in this process, by job id."""
 
 
-def start_pipeline_job(session: Session, settings: FerretSettings, task: RetrievalTask, config: PipelineConfig) -> Job:
-    """Queue the Promptagator pipeline of ``task``: generate (llm) → filter (cpu) → train → guard → index (gpu).
-
-    The new model version is named ``config.model_name`` or ``<task>-job<id>``. Commits the session.
-    """
-    config = config.validated()
-    if config.model_name is not None and find_model_version(session, config.model_name) is not None:
-        raise ConflictError(f"Model version {config.model_name!r} already exists; choose another model name.")
-    job = create_job(session, PROMPTAGATOR.kind, corpus_id=task.corpus_id, params={"task": task.name})
-    state = PipelineState.start(task, config, model_name=config.model_name or f"{task.name}-job{job.id}", job_id=job.id)
-    job.params = {"task": task.name, "model_name": state.model_name, "config": config.to_json()}
-    return _start(session, settings, job, PROMPTAGATOR, state.to_json())
-
-
-def start_index_build_job(
-    session: Session, settings: FerretSettings, corpus: Corpus, model: str, *, promote: bool = False
+def start_job(
+    session: Session, settings: FerretSettings, kind: str, /, *, placement: Placement = Placement.QUEUE, **inputs: Any
 ) -> Job:
-    """Queue an index build of ``corpus`` with model version ``model`` (gpu queue); commits the session."""
-    job = create_job(session, INDEX_BUILD.kind, corpus_id=corpus.id, params={"model": model, "promote": promote})
-    payload = {"job_id": job.id, "corpus": corpus.name, "model": model, "promote": promote}
-    return _start(session, settings, job, INDEX_BUILD, payload)
+    """Start a job of ``kind`` with the inputs its declaration takes; commits the session and returns the row."""
+    pipeline = pipeline_of(kind)
+    launch = pipeline.launch(LaunchContext(session, settings, build_connector, get_connector_class), inputs)
+    job = create_job(session, pipeline.kind, corpus_id=launch.corpus_id)
+    params, payload = launch.begin(job.id)
+    job.params, job.payload = params, payload
+    return _start(session, settings, job, pipeline, payload, placement)
 
 
-def start_ingest_job(
-    session: Session,
-    settings: FerretSettings,
-    corpus: Corpus,
-    kind: str,
-    config: dict[str, Any],
-    *,
-    incremental: bool = False,
-) -> Job:
-    """Queue an ingest of one source (connector ``kind`` with its JSON ``config``) into ``corpus`` (cpu queue)."""
-    get_connector_class(kind)  # an unknown kind is the caller's mistake: say so now, not in a worker's log
-    params = {"kind": kind, "config": dict(config), "incremental": incremental}
-    job = create_job(session, INGEST.kind, corpus_id=corpus.id, params=params)
-    payload = {"job_id": job.id, "corpus": corpus.name, **params}
-    return _start(session, settings, job, INGEST, payload)
-
-
-def start_realm_job(
-    session: Session,
-    settings: FerretSettings,
-    corpus: Corpus,
-    config: RealmConfig,
-    *,
-    model_name: str | None = None,
-    task: str | None = None,
-    resume_from: int | None = None,
-) -> Job:
-    """Queue REALM pre-training of ``corpus`` (gpu queue: pretrain, guard); commits the session."""
-    if resume_from is not None:
-        state = resumed_state(session, resume_from, corpus)
-    else:
-        state = RealmState.start(corpus, config, model_name=model_name, task=task)
-        if find_model_version(session, state.model_name) is not None:
-            raise ConflictError(f"Model version {state.model_name!r} already exists; choose another model name.")
-    job = create_job(session, REALM.kind, corpus_id=corpus.id)
-    state = replace(state, job_id=job.id)
-    job.params = {"model_name": state.model_name, "resumed_from": resume_from, "state": state.to_json()}
-    return _start(session, settings, job, REALM, state.to_json())
-
-
-def start_source_sync_job(
-    session: Session, settings: FerretSettings, source: Source, *, trigger: str = "manual"
-) -> Job:
-    """Queue a sync of a configured source (cpu queue); commits the session."""
-    job, payload = source_sync_payload(session, source, get_connector_class(source.kind), trigger=trigger)
-    return _start(session, settings, job, SOURCE_SYNC, payload)
+def retry_job(session: Session, settings: FerretSettings, job_id: int, *, placement: Placement) -> Job:
+    """Run a failed or cancelled job again, as the same job, from its stored payload (``reopen_job``)."""
+    job = reopen_job(session, job_id)
+    assert job.payload is not None  # reopen_job refuses a job without one
+    return _start(session, settings, job, pipeline_of(job.kind), dict(job.payload), placement)
 
 
 def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
@@ -126,7 +73,7 @@ def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
     """
     job = request_cancel(session, job_id)
     session.commit()
-    if settings.broker_url and job.celery_id:
+    if settings.broker_url and job.celery_id and not job.celery_id.startswith("embedded:"):
         pipeline = JOB_KINDS.get(job.kind)
         ids = [task_id(job.id, stage) for stage in pipeline.stage_names] if pipeline is not None else [job.celery_id]
         try:
@@ -137,12 +84,19 @@ def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
 
 
 def _start(
-    session: Session, settings: FerretSettings, job: Job, pipeline: Pipeline[Any], payload: dict[str, Any]
+    session: Session,
+    settings: FerretSettings,
+    job: Job,
+    pipeline: Pipeline[Any],
+    payload: dict[str, Any],
+    placement: Placement,
 ) -> Job:
-    """Send the job's stages as one Celery chain (each stage on its queue), or run them in a thread without a broker."""
+    """Send the job's stages as one Celery chain (each stage on its queue), or run them here or detached."""
     session.commit()
-    if not settings.broker_url:
+    if placement == Placement.HERE or (not settings.broker_url and placement == Placement.QUEUE):
         return _run_in_thread(session, job, lambda: run_job(settings, pipeline, payload, connectors=build_connector))
+    if not settings.broker_url:
+        return _run_detached(session, settings, job)
     app = _client_app(settings)
     signatures = [
         app.signature(
@@ -202,6 +156,36 @@ def _run_in_thread(session: Session, job: Job, work: Callable[[], None]) -> Job:
     return job
 
 
+def _run_detached(session: Session, settings: FerretSettings, job: Job) -> Job:
+    """Embedded mode without a caller that stays: a runner process in a session of its own (``setsid``), so it
+    outlives the command that started it and a Ctrl-C or a closed terminal does not reach it.
+
+    The row names the runner (``embedded:<host>:<pid>``): a runner that dies is found by the next command on this
+    host (``fail_orphaned_jobs``) or by ``ferret jobs follow``, and the job is marked failed, ready for a retry.
+    Its own output goes to ``FERRET_HOME/logs/job-<id>.log``.
+    """
+    logs = settings.home / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    # The runner reads its settings from the environment; where the state lives is this process's, whatever set it.
+    environment = {**os.environ, "FERRET_HOME": str(settings.home), "FERRET_DATABASE_URL": settings.database_url}
+    if settings.qdrant_url:
+        environment["FERRET_QDRANT_URL"] = settings.qdrant_url
+    with open(logs / f"job-{job.id}.log", "ab") as log:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "ferret.workers.detached", str(job.id)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            close_fds=True,
+            env=environment,
+        )
+    set_celery_id(session, job.id, embedded_owner(runner.pid))
+    session.commit()
+    session.refresh(job)
+    return job
+
+
 def wait_for_embedded_job(job_id: int, timeout_s: float | None = None) -> bool:
     """Wait for an embedded-mode job of this process to end; False when it still runs after ``timeout_s``."""
     thread = _threads.get(job_id)
@@ -215,38 +199,19 @@ def wait_for_embedded_job(job_id: int, timeout_s: float | None = None) -> bool:
 
 
 class Dispatcher(JobQueue):
-    """The job queue of one process (``ferret.core.jobs.queue.JobQueue``): Celery with a broker, threads without."""
+    """The job queue of one process (``ferret.core.jobs.queue.JobQueue``): Celery with a broker, threads or a
+    detached runner without."""
 
     def __init__(self, settings: FerretSettings) -> None:
         self.settings = settings
 
-    def start_pipeline_job(self, session: Session, task: RetrievalTask, config: PipelineConfig) -> Job:
-        return start_pipeline_job(session, self.settings, task, config)
-
-    def start_index_build_job(self, session: Session, corpus: Corpus, model: str, *, promote: bool = False) -> Job:
-        return start_index_build_job(session, self.settings, corpus, model, promote=promote)
-
-    def start_ingest_job(
-        self, session: Session, corpus: Corpus, kind: str, config: dict[str, Any], *, incremental: bool = False
+    def start_job(
+        self, kind: str, session: Session, /, *, placement: Placement = Placement.QUEUE, **inputs: Any
     ) -> Job:
-        return start_ingest_job(session, self.settings, corpus, kind, config, incremental=incremental)
+        return start_job(session, self.settings, kind, placement=placement, **inputs)
 
-    def start_realm_job(
-        self,
-        session: Session,
-        corpus: Corpus,
-        config: RealmConfig,
-        *,
-        model_name: str | None = None,
-        task: str | None = None,
-        resume_from: int | None = None,
-    ) -> Job:
-        return start_realm_job(
-            session, self.settings, corpus, config, model_name=model_name, task=task, resume_from=resume_from
-        )
-
-    def start_source_sync_job(self, session: Session, source: Source, *, trigger: str = "manual") -> Job:
-        return start_source_sync_job(session, self.settings, source, trigger=trigger)
+    def retry_job(self, session: Session, job_id: int, *, placement: Placement = Placement.QUEUE) -> Job:
+        return retry_job(session, self.settings, job_id, placement=placement)
 
     def cancel_job(self, session: Session, job_id: int) -> Job:
         return cancel_job(session, self.settings, job_id)

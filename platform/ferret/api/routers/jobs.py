@@ -47,7 +47,7 @@ def list_all(
 def start(body: JobIn, _caller: AdminCaller, session: SessionDep, state: StateDep) -> JobOut:
     """Queues generate → filter → train → guard → index → promote for the task; poll the job for progress."""
     task = get_task(session, body.task)
-    job = state.jobs.start_pipeline_job(session, task, PipelineConfig(**body.config.model_dump()))
+    job = state.jobs.start_job("pipeline", session, task=task, config=PipelineConfig(**body.config.model_dump()))
     return job_out(job)
 
 

@@ -131,10 +131,11 @@ def start(
     """Masks the corpus, pre-trains with the asynchronous index refresh, registers the WiSE-FT'd retriever as a
     model version and runs the guard; nothing is promoted. Poll ``/v1/realm/jobs/{id}``."""
     corpus_row = get_corpus(session, corpus)
-    job = state.jobs.start_realm_job(
+    job = state.jobs.start_job(
+        JOB_REALM,
         session,
-        corpus_row,
-        body.config.to_config(),
+        corpus=corpus_row,
+        config=body.config.to_config(),
         model_name=body.model_name,
         task=body.task,
         resume_from=body.resume_from,

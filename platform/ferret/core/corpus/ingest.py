@@ -1,15 +1,15 @@
 """Incremental ingestion: documents from a connector into the database and into every live index version.
 
 Unchanged documents (same content hash) are skipped; changed ones are re-chunked and re-embedded; documents the
-source no longer has are deleted from the database and from every live index version. Database changes commit
-only after the index is updated, and point ids are deterministic, so a failed ingest can simply be run again.
+source no longer has are deleted from the database and from every live index version. The diff is applied by the
+one ``DiffApplier`` that pushes and source syncs use too (``document_diff``); database changes commit only after
+the index is updated, and point ids are deterministic, so a failed ingest can simply be run again.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -17,13 +17,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.chunking import PassageChunker
-from ferret.core.corpus.permissions import apply_permission_changes
+from ferret.core.corpus.document_diff import DiffApplier, DocumentDiff, DocumentReport
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_hashes, passage_ids_of_documents
 from ferret.core.db.models import Corpus, Document, Passage, utcnow
 from ferret.core.db.source import document_fingerprints
 from ferret.core.encoder.registry import base_model_path
-from ferret.core.errors import InvalidInputError, UnavailableError
+from ferret.core.errors import InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
@@ -35,36 +35,8 @@ _FLUSH_EVERY = 200
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class IngestReport:
-    added: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    passages_added: int = 0
-    passages_deleted: int = 0
-    permissions_updated: int = 0
-    """Documents whose content was unchanged but whose ACL groups changed: payload updated, nothing re-embedded."""
-    stale: int = 0
-    """Pushed documents ignored because their ``updated_at`` is older than the stored one."""
-    skipped: list[SkippedItem] = field(default_factory=list)
-
-    @property
-    def seen(self) -> int:
-        return self.added + self.updated + self.unchanged
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "added": self.added,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-            "passages_added": self.passages_added,
-            "passages_deleted": self.passages_deleted,
-            "permissions_updated": self.permissions_updated,
-            "stale": self.stale,
-            "skipped": [item.model_dump() for item in self.skipped],
-        }
+IngestReport = DocumentReport
+"""The ingest's name for the one report of ingests, pushes and syncs (``document_diff.DocumentReport``)."""
 
 
 @lru_cache(maxsize=4)
@@ -97,6 +69,7 @@ class Ingestor:
         self.settings = settings
         self.corpus = corpus
         self.versions = VersionedCollection(session, settings, backend, corpus)
+        self.applier = DiffApplier(session, self.versions)
         self.chunker = chunker_for(corpus, settings)
         self.progress = progress
 
@@ -160,8 +133,7 @@ class Ingestor:
             delete_documents(self.session, gone)
             report.deleted = len(gone)
 
-        self._sync_index(report, new_passages, stale_passage_ids)
-        apply_permission_changes(self.session, self.versions.backend, self.corpus, permission_changes)
+        self.applier.apply(DocumentDiff(new_passages, stale_passage_ids, permission_changes), report)
         source.checkpoint = ConnectorCheckpoint(last_polled_at=started).model_dump(mode="json")
         source.last_run_at = utcnow()
         self.session.commit()
@@ -170,41 +142,9 @@ class Ingestor:
             self.progress(report)
         return report
 
-    def _sync_index(self, report: IngestReport, new_passages: list[Passage], stale_passage_ids: list[int]) -> None:
-        """Flush the database changes, count them, and apply them to every live index version; a failed sync rolls
-        the database back and puts the indexes back as they were (nothing half-written)."""
-        self.session.flush()
-        report.passages_added = len(new_passages)
-        report.passages_deleted = len(stale_passage_ids)
-        added_ids = [passage.id for passage in new_passages]
-        if not added_ids and not stale_passage_ids:
-            return
-        try:
-            self.versions.sync(added_ids, stale_passage_ids)
-        except BaseException:
-            self.session.rollback()
-            self._undo_sync(added_ids, stale_passage_ids)
-            raise
-        for external_id, reason in self.versions.writer.quarantined.values():
-            report.skipped.append(SkippedItem(external_id=external_id, reason=f"quarantined: {reason}"))
-
     def _after_commit(self) -> None:
         """Versions the sync could not load are replaced once the ingest is safely committed."""
         self.versions.replace_all_unreadable()
-
-    def _undo_sync(self, added_ids: list[int], removed_ids: list[int]) -> None:
-        """After a failed sync and the database rollback, put every live index back as the database now is:
-        remove the points of passages that no longer exist, restore those of passages that are back."""
-        try:
-            self.versions.sync(removed_ids, added_ids)
-            self.session.commit()
-        except UnavailableError:
-            # A shard held by another process (versions are synced in the same order both times): the sync wrote
-            # nothing there, and the versions before it have just been put back.
-            self.session.rollback()
-        except Exception:
-            logger.exception("could not undo a failed index update; re-run the ingest to repair the index")
-            self.session.rollback()
 
     def _items(self, items: Iterator[SourceDocument | SkippedItem], report: IngestReport) -> Iterator[SourceDocument]:
         for item in items:

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
 
+from ferret.core.corpus.document_diff import DocumentDiff
 from ferret.core.corpus.ingest import Ingestor, IngestReport
-from ferret.core.corpus.permissions import apply_permission_changes
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_states, passage_ids_of_documents
 from ferret.core.db.models import Document, Passage, utcnow
@@ -136,8 +136,7 @@ class PushIngestor(Ingestor):
         delete_documents(self.session, gone)
         report.deleted = len(gone)
 
-        self._sync_index(report, new_passages, stale_passage_ids)
-        apply_permission_changes(self.session, self.versions.backend, self.corpus, permission_changes)
+        self.applier.apply(DocumentDiff(new_passages, stale_passage_ids, permission_changes), report)
         source.last_run_at = utcnow()
         self.session.commit()
         self._after_commit()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
@@ -32,7 +33,10 @@ _STAGE_LENGTH = 64  # Job.stage is String(64)
 EMBEDDED_PREFIX = "embedded:"
 """``celery_id`` of a job run in-process (embedded mode): ``embedded:<host>:<pid>`` of the process running it."""
 
-ORPHANED_ERROR = "The process that ran this job in embedded mode exited before it finished; start the job again."
+ORPHANED_ERROR = (
+    "The process that ran this job in embedded mode exited before it finished; `ferret jobs retry` runs it again "
+    "without redoing the work it finished."
+)
 
 
 def create_job(
@@ -206,9 +210,50 @@ def request_cancel(session: Session, job_id: int) -> Job:
     return get_job(session, job_id)
 
 
-def embedded_owner() -> str:
-    """The ``celery_id`` that marks a job as run by a thread of this process (embedded mode)."""
-    return f"{EMBEDDED_PREFIX}{socket.gethostname()}:{os.getpid()}"
+def reopen_job(session: Session, job_id: int) -> Job:
+    """Queue a failed or cancelled job again (a retry): its error, cancel flag, progress and deliveries are reset,
+    its payload and result kept (a redelivered stage finds its earlier work through them).
+
+    One conditional ``UPDATE``: of two retries of the same job at the same moment only one reopens it."""
+    job = get_job(session, job_id)
+    if job.state not in (JobState.FAILED, JobState.CANCELLED):
+        raise ConflictError(f"Job {job_id} is {job.state.value}; only a failed or cancelled job can be retried.")
+    if job.payload is None:
+        raise ConflictError(f"Job {job_id} kept no input to run again; start it again with the command that made it.")
+    reopened = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.state == job.state)
+        .values(
+            state=JobState.QUEUED,
+            error=None,
+            cancel_requested=False,
+            finished_at=None,
+            progress=0.0,
+            stage="",
+            attempts=0,
+            celery_id=None,
+            updated_at=utcnow(),
+        )
+    )
+    if getattr(reopened, "rowcount", 1) == 0:
+        raise ConflictError(f"Job {job_id} was retried by another caller at the same moment; follow that run.")
+    return get_job(session, job_id)
+
+
+def embedded_owner(pid: int | None = None) -> str:
+    """The ``celery_id`` of a job run in embedded mode by process ``pid`` of this host (this process by default)."""
+    return f"{EMBEDDED_PREFIX}{socket.gethostname()}:{os.getpid() if pid is None else pid}"
+
+
+def embedded_runner_gone(job: Job) -> bool:
+    """Whether an unfinished job's embedded runner (a thread or a detached process of this host) no longer exists.
+
+    False for jobs of workers or of another host: their processes cannot be checked from here."""
+    prefix = f"{EMBEDDED_PREFIX}{socket.gethostname()}:"
+    owner = job.celery_id or ""
+    if job.state in FINISHED_STATES or not owner.startswith(prefix):
+        return False
+    return not process_alive(owner.removeprefix(prefix))
 
 
 def fail_orphaned_jobs(session: Session) -> list[int]:
@@ -237,4 +282,15 @@ def process_alive(pid: str) -> bool:
         return False
     except PermissionError:  # it exists, owned by another user
         return True
-    return True
+    return not _zombie(int(pid))
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited but was not reaped yet (a detached runner whose parent is gone) still answers
+    ``kill(pid, 0)``; Linux's ``/proc/<pid>/stat`` says it is dead (state Z or X). Elsewhere: assume it is not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    fields = stat.rsplit(")", 1)[-1].split()
+    return bool(fields) and fields[0] in ("Z", "X")

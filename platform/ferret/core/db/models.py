@@ -284,6 +284,8 @@ class Job(Base):
     """Deliveries of the job's stages: above the number of stages means a redelivery after a worker died."""
     result: Mapped[dict[str, Any] | None] = mapped_column(default=None)
     updated_at: Mapped[datetime | None] = mapped_column(default=None, onupdate=utcnow)
+    payload: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """The first stage's input (JSON): what a detached runner starts from, and what a retry runs again."""
 
 
 class ApiKeyScope(enum.StrEnum):

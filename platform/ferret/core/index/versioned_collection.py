@@ -142,8 +142,10 @@ class VersionedCollection:
         promote: bool = False,
         progress: Progress = quiet,
         on_built: Callable[[IndexVersion], None] | None = None,
+        actor: str = SYSTEM_ACTOR,
     ) -> IndexVersion:
-        """Build or reuse, then promote: the one path from a model to the version search reads.
+        """Build or reuse, then promote (recorded as ``actor``'s): the one path from a model to the version search
+        reads.
 
         ``reuse`` is a live version the caller found (a redelivered job's own build, a live version of the model);
         without one, ``model`` is built into a new version and ``on_built`` is told. With ``promote`` the version
@@ -155,7 +157,7 @@ class VersionedCollection:
             if on_built is not None:
                 on_built(index_version)
         if promote:
-            self.promote(index_version)
+            self.promote(index_version, actor=actor)
             self.collect()
         return index_version
 

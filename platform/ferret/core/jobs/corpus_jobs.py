@@ -12,16 +12,27 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ferret.core.corpus.ingest import Ingestor, IngestReport
+from ferret.core.db.audit import SYSTEM_ACTOR
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import LIVE_STATES
 from ferret.core.db.job import get_job, save_result
-from ferret.core.db.models import IndexVersion
+from ferret.core.db.models import Corpus, IndexVersion
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
+from ferret.core.pipeline.declaration import (
+    JobLaunch,
+    LaunchContext,
+    MissingResource,
+    Pipeline,
+    Resource,
+    Stage,
+    StageContext,
+    WorkerQueue,
+)
 
 JOB_INGEST = "ingest"
 JOB_INDEX_BUILD = "index_build"
@@ -66,12 +77,49 @@ def build_index(context: StageContext, payload: Payload) -> Payload:
         promote=bool(payload.get("promote")),
         progress=context.progress,
         on_built=remember,
+        actor=str(payload.get("actor") or SYSTEM_ACTOR),
     )
     return {
         "index_version_id": index_version.id,
         "collection": index_version.collection,
         "version": index_version.version,
     }
+
+
+def prepare_ingest(
+    context: LaunchContext,
+    *,
+    corpus: Corpus | str,
+    source_kind: str,
+    config: Mapping[str, Any],
+    incremental: bool = False,
+) -> JobLaunch:
+    """An ingest of one source (connector ``source_kind`` with its JSON ``config``) into an existing ``corpus``.
+
+    The connector is built once here, so an unknown kind or a bad configuration is the caller's one-sentence error
+    now, not a line in a worker's log."""
+    row = get_corpus(context.session, corpus) if isinstance(corpus, str) else corpus
+    if context.connectors is None:
+        raise MissingResource("an ingest job is started with the connector registry")
+    context.connectors(source_kind, **dict(config))
+    params = {"kind": source_kind, "config": dict(config), "incremental": incremental}
+    return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name, **params}))
+
+
+def prepare_index_build(
+    context: LaunchContext,
+    *,
+    corpus: Corpus | str,
+    model: str = "base",
+    promote: bool = False,
+    actor: str = SYSTEM_ACTOR,
+) -> JobLaunch:
+    """An index build of ``corpus`` with model version ``model`` (which must exist), promoted when asked; the audit
+    trail names ``actor`` as the promoter."""
+    row = get_corpus(context.session, corpus) if isinstance(corpus, str) else corpus
+    name = ModelRegistry(context.session, context.settings).get(model).name
+    params = {"model": name, "promote": promote, "actor": actor}
+    return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name, **params}))
 
 
 def _payload(data: dict[str, Any]) -> Payload:
@@ -97,6 +145,7 @@ INGEST: Pipeline[Payload] = Pipeline(
     dump=_payload,
     job_id=_job_id,
     description="Ingest one source into a corpus (live index versions are kept in sync).",
+    prepare=prepare_ingest,
 )
 
 INDEX_BUILD: Pipeline[Payload] = Pipeline(
@@ -110,4 +159,5 @@ INDEX_BUILD: Pipeline[Payload] = Pipeline(
     dump=_payload,
     job_id=_job_id,
     description="Embed a corpus with a model version into a new index version, and promote it when asked.",
+    prepare=prepare_index_build,
 )

@@ -18,9 +18,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sqlalchemy import make_url
+from sqlalchemy.exc import OperationalError
+
 from ferret.core.db.engine import session_scope
-from ferret.core.db.job import update_progress
+from ferret.core.db.job import cancel_requested, update_progress
 from ferret.core.errors import FerretError
+
+LOCKED_WAIT_S = 0.25
+"""How long a progress report waits for SQLite's write lock before it is dropped (the next report tries again)."""
 
 
 class JobStopped(FerretError):
@@ -54,6 +60,7 @@ class JobProgress:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.database_url = database_url
+        self._write_url = _short_wait(database_url)
         self.job_id = job_id
         self.stage = stage
         self.stage_index = stage_index
@@ -88,7 +95,24 @@ class JobProgress:
             "stage_number": self.stage_index + 1,
             "stages": self.stage_count,
         }
-        with session_scope(self.database_url) as session:
-            cancelled = update_progress(session, self.job_id, stage=self.stage, progress=overall, counts=counts)
+        try:
+            with session_scope(self._write_url) as session:
+                cancelled = update_progress(session, self.job_id, stage=self.stage, progress=overall, counts=counts)
+        except OperationalError as error:
+            if "database is locked" not in str(error.orig):
+                raise
+            # Embedded SQLite has one writer at a time, and a stage may hold the write lock for its whole transaction
+            # (an ingest commits once, at its end): the report is dropped rather than stalling or failing the stage.
+            # Reads never wait in WAL mode, so the cancel check still happens.
+            with session_scope(self.database_url) as session:
+                cancelled = cancel_requested(session, self.job_id)
         if cancelled:
             raise JobCancelled(self.job_id)
+
+
+def _short_wait(database_url: str) -> str:
+    """The URL progress reports write through: on SQLite with a short busy timeout, elsewhere unchanged."""
+    if not database_url.startswith("sqlite"):
+        return database_url
+    url = make_url(database_url)
+    return url.update_query_dict({"timeout": str(LOCKED_WAIT_S)}).render_as_string(hide_password=False)

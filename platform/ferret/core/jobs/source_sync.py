@@ -23,7 +23,16 @@ from ferret.core.db.models import Job, JobState, Source
 from ferret.core.db.source import run_summary
 from ferret.core.errors import ConflictError
 from ferret.core.jobs.progress import JobStopped
-from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
+from ferret.core.pipeline.declaration import (
+    JobLaunch,
+    LaunchContext,
+    MissingResource,
+    Pipeline,
+    Resource,
+    Stage,
+    StageContext,
+    WorkerQueue,
+)
 from ferret.core.sources.incremental import IncrementalConnector
 from ferret.core.sources.service import find_configured, not_incremental, source_corpus, sync_source
 from ferret.core.sources.sync import SyncFailedError, SyncReport
@@ -48,11 +57,26 @@ def sync_jobs(session: Session, source: Source, *, limit: int = 1) -> list[Job]:
     return list(session.scalars(query))
 
 
-def start_payload(session: Session, source: Source, connector_class: type, *, trigger: str) -> tuple[Job, Payload]:
-    """The queued job row (flushed, not committed) and first payload of a sync of ``source``.
+def prepare_sync(context: LaunchContext, *, source: Source, trigger: str = "manual") -> JobLaunch:
+    """A sync job of ``source`` (``JobQueue.start_job("source_sync", session, source=..., trigger=...)``).
 
     Refused in one sentence, with nothing written, when the source's connector has no incremental sync or a sync
     job of the source is already queued or running (two syncs of one source would race on its checkpoint)."""
+    if context.connector_class is None:
+        raise MissingResource("a source sync job is started with the connector registry")
+    return _launch(context.session, source, context.connector_class(source.kind), trigger)
+
+
+def start_payload(session: Session, source: Source, connector_class: type, *, trigger: str) -> tuple[Job, Payload]:
+    """The queued job row (flushed, not committed) and first payload of a sync of ``source``: what ``start_job``
+    writes, without placing the job (tests and callers that run it themselves)."""
+    launch = _launch(session, source, connector_class, trigger)
+    job = create_job(session, JOB_SOURCE_SYNC, corpus_id=launch.corpus_id)
+    job.params, job.payload = launch.begin(job.id)
+    return job, dict(job.payload)
+
+
+def _launch(session: Session, source: Source, connector_class: type, trigger: str) -> JobLaunch:
     if not issubclass(connector_class, IncrementalConnector):
         raise not_incremental(source.kind)
     for job in sync_jobs(session, source, limit=20):
@@ -60,8 +84,7 @@ def start_payload(session: Session, source: Source, connector_class: type, *, tr
             raise ConflictError(f"Source {source.name!r} is already syncing in job {job.id}; wait for it or cancel it.")
     corpus = source_corpus(session, source)
     params = {"source": source.name, "trigger": trigger}
-    job = create_job(session, JOB_SOURCE_SYNC, corpus_id=corpus.id, params=params)
-    return job, {"job_id": job.id, "corpus": corpus.name, **params}
+    return JobLaunch(corpus.id, lambda job_id: (params, {"job_id": job_id, "corpus": corpus.name, **params}))
 
 
 def run_source_sync(context: StageContext, payload: Payload) -> Payload:
@@ -122,4 +145,5 @@ SOURCE_SYNC: Pipeline[Payload] = Pipeline(
     job_id=_job_id,
     counts=_counts,
     description="Sync one configured source now, from its checkpoint (new, changed, deleted, permissions).",
+    prepare=prepare_sync,
 )

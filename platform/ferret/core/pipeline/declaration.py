@@ -9,7 +9,9 @@ Every driver is derived from a ``Pipeline``:
 
 A one-step job (an ingest, an index build) is a pipeline of one stage. Adding a pipeline (REALM) or a stage (a
 reranker) means writing its functions and one declaration, then listing the pipeline in
-``ferret.core.jobs.catalog``.
+``ferret.core.jobs.catalog``. How a face starts a job of it is declared here too (``Pipeline.prepare``): the job
+queue's one ``start_job(kind, session, **inputs)`` hands the inputs to it, so no face or queue grows a method per
+pipeline.
 
 Example:
     >>> EXAMPLE = Pipeline(
@@ -24,20 +26,22 @@ Example:
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Collection, Iterator, Sequence
+import inspect
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy.orm import Session
 
+from ferret.core.errors import InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.factory import open_backend
 from ferret.core.llm.base import LLMBackend
 from ferret.core.llm.factory import build_backend
 from ferret.core.progress import CountingProgress, Progress, quiet
 from ferret.core.settings import FerretSettings
-from ferret.core.sources.capabilities import ConnectorFactory
+from ferret.core.sources.capabilities import BaseConnector, ConnectorFactory
 
 S = TypeVar("S")
 
@@ -113,6 +117,28 @@ class Stage(Generic[S]):
 
 
 @dataclass(frozen=True)
+class LaunchContext:
+    """What a pipeline's ``prepare`` is given: the caller's session (committed by the queue afterwards), the
+    settings, and the connector registry (an ingest checks its source's kind and configuration up front, a source
+    sync that the kind can sync)."""
+
+    session: Session
+    settings: FerretSettings
+    connectors: ConnectorFactory | None = None
+    connector_class: Callable[[str], type[BaseConnector]] | None = None
+    """The registry's class of a source kind (imports only that connector): checks a capability, builds nothing."""
+
+
+@dataclass(frozen=True)
+class JobLaunch:
+    """A job checked and ready to start, before its row exists: bad input is refused with nothing written."""
+
+    corpus_id: int | None
+    begin: Callable[[int], tuple[dict[str, Any], dict[str, Any]]]
+    """Given the new job's id: the job's ``params`` (what the faces show) and its first stage's payload (JSON)."""
+
+
+@dataclass(frozen=True)
 class Pipeline(Generic[S]):
     """A job kind and its stages in order, with how its state travels as JSON between them."""
 
@@ -128,6 +154,10 @@ class Pipeline(Generic[S]):
     result: Callable[[S, Sequence[str]], dict[str, Any]] | None = None
     """The job's stored result after the stages done so far; None: the state itself."""
     description: str = ""
+    prepare: Callable[..., JobLaunch] | None = None
+    """How a face starts a job: ``prepare(context: LaunchContext, **inputs) -> JobLaunch`` checks the inputs (keyword
+    arguments, the same from the CLI, the API and the admin) and says what the job starts from; None: a pipeline
+    that only runs in process."""
     _named: dict[str, Stage[S]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -154,6 +184,25 @@ class Pipeline(Generic[S]):
 
     def job_result(self, state: S, done: Sequence[str]) -> dict[str, Any]:
         return self.result(state, done) if self.result is not None else self.dump(state)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """The names ``prepare`` takes besides its context (what ``start_job`` accepts for this kind)."""
+        if self.prepare is None:
+            return ()
+        return tuple(name for name in inspect.signature(self.prepare).parameters if name != "context")
+
+    def launch(self, context: LaunchContext, inputs: Mapping[str, Any]) -> JobLaunch:
+        """Check the inputs against ``prepare``'s signature, then prepare the job (one sentence for a mistake)."""
+        if self.prepare is None:
+            raise InvalidInputError(f"Jobs of kind {self.kind!r} cannot be started on their own.")
+        try:
+            inspect.signature(self.prepare).bind(context, **inputs)
+        except TypeError as error:
+            raise InvalidInputError(
+                f"A job of kind {self.kind!r} takes the inputs {', '.join(self.inputs)} ({str(error).rstrip('.')})."
+            ) from None
+        return self.prepare(context, **inputs)
 
 
 def _with_task(stage: Stage[S], task: str) -> Stage[S]:

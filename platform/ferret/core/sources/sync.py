@@ -23,7 +23,6 @@ on the source row and keeps four promises:
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,10 +30,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.document_diff import DocumentDiff, DocumentReport
 from ferret.core.corpus.ingest import Ingestor
-from ferret.core.corpus.permissions import apply_permission_changes
 from ferret.core.db.document import delete_documents, passage_ids_of_documents
-from ferret.core.db.models import Corpus, Passage, Source, SyncRun, SyncState, utcnow
+from ferret.core.db.models import Corpus, Source, SyncRun, SyncState, utcnow
 from ferret.core.db.models import Document as DocumentRow
 from ferret.core.db.source import document_fingerprints, replace_group_members, start_sync_run
 from ferret.core.errors import FerretError, InvalidInputError
@@ -63,49 +62,16 @@ class SyncFailedError(FerretError):
     """A sync stopped: what was committed at checkpoints stays, nothing was deleted after the failure."""
 
 
-@dataclass
-class SyncReport:
-    new: int = 0
-    changed: int = 0
-    unchanged: int = 0
-    deleted: int = 0
-    permission_updates: int = 0
-    passages_embedded: int = 0
-    checkpoints: int = 0
-    memberships_changed: int = 0
-    skipped: list[SkippedItem] = field(default_factory=list)
-    pruned: bool = False
-    resumed: bool = False
-    started: float = field(default_factory=time.monotonic)
-
-    @property
-    def documents_seen(self) -> int:
-        return self.new + self.changed + self.unchanged + self.permission_updates
-
-    def counts(self) -> dict[str, Any]:
-        return {
-            "new": self.new,
-            "changed": self.changed,
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-            "permission_updates": self.permission_updates,
-            "skipped": len(self.skipped),
-            "passages_embedded": self.passages_embedded,
-            "checkpoints": self.checkpoints,
-            "memberships_changed": self.memberships_changed,
-            "pruned": self.pruned,
-            "resumed": self.resumed,
-            "duration_s": round(time.monotonic() - self.started, 3),
-        }
+SyncReport = DocumentReport
+"""The sync's name for the one report of ingests, pushes and syncs; its run row stores ``counts()``."""
 
 
 @dataclass
 class _Pending:
-    """Work since the last commit: passages to embed, points to drop, principals to rewrite."""
+    """Work since the last commit: the diff to apply (passages to embed, points to drop, principals to rewrite) and
+    the rows stored since, by external id."""
 
-    new_passages: list[Passage] = field(default_factory=list)
-    stale_passage_ids: list[int] = field(default_factory=list)
-    permission_changes: dict[int, list[str]] = field(default_factory=dict)
+    diff: DocumentDiff = field(default_factory=DocumentDiff)
     rows: dict[str, DocumentRow] = field(default_factory=dict)
     documents: int = 0
 
@@ -193,20 +159,20 @@ class SourceSync(Ingestor):
                 document_id = self._pending.rows[item.external_id].id
             if digest == item.content_hash:
                 if stored != principals:
-                    self._pending.permission_changes[document_id] = principals
+                    self._pending.diff.permission_changes[document_id] = principals
                     self.known[item.external_id] = (document_id, digest, principals)
-                    report.permission_updates += 1
+                    report.permissions_updated += 1
                 else:
                     report.unchanged += 1
                 return
-            self._pending.stale_passage_ids.extend(passage_ids_of_documents(self.session, [document_id]))
-            self._pending.permission_changes.pop(document_id, None)
+            self._pending.diff.stale_passage_ids.extend(passage_ids_of_documents(self.session, [document_id]))
+            self._pending.diff.permission_changes.pop(document_id, None)
             self._drop_row(item.external_id, document_id)
-            report.changed += 1
+            report.updated += 1
         else:
-            report.new += 1
+            report.added += 1
         passages = self._store(item.model_copy(update={"acl_groups": principals}), self.source.name)
-        self._pending.new_passages.extend(passages)
+        self._pending.diff.new_passages.extend(passages)
         row = passages[0].document if passages else self._row(item.external_id)
         self._pending.rows[item.external_id] = row
         if item.updated_at is not None:
@@ -226,7 +192,7 @@ class SourceSync(Ingestor):
     def _drop_row(self, external_id: str, document_id: int) -> None:
         pending = self._pending.rows.pop(external_id, None)
         if pending is not None:
-            self._pending.new_passages = [p for p in self._pending.new_passages if p.document is not pending]
+            self._pending.diff.new_passages = [p for p in self._pending.diff.new_passages if p.document is not pending]
         delete_documents(self.session, [document_id])
         if pending is not None:
             self.session.expunge(pending)
@@ -239,8 +205,8 @@ class SourceSync(Ingestor):
         if document_id < 0:
             self.session.flush()
             document_id = self._pending.rows[external_id].id
-        self._pending.stale_passage_ids.extend(passage_ids_of_documents(self.session, [document_id]))
-        self._pending.permission_changes.pop(document_id, None)
+        self._pending.diff.stale_passage_ids.extend(passage_ids_of_documents(self.session, [document_id]))
+        self._pending.diff.permission_changes.pop(document_id, None)
         self._drop_row(external_id, document_id)
         report.deleted += 1
 
@@ -273,9 +239,9 @@ class SourceSync(Ingestor):
                 self.session.flush()
                 document_id = self._pending.rows[external_id].id
                 self._pending.rows[external_id].acl_groups = wanted
-            self._pending.permission_changes[document_id] = wanted
+            self._pending.diff.permission_changes[document_id] = wanted
             self.known[external_id] = (document_id, existing[1], wanted)
-            report.permission_updates += 1
+            report.permissions_updated += 1
 
     def _memberships(self, connector: IncrementalConnector, report: SyncReport) -> None:
         if isinstance(connector, GroupSource):
@@ -286,17 +252,7 @@ class SourceSync(Ingestor):
     def _commit(self, run: SyncRun, report: SyncReport, cursor: Any, *, final: bool = False) -> None:
         """Embed and apply the pending work to every live version, persist the cursor and the counts, commit."""
         pending = self._pending
-        self.session.flush()
-        added_ids = [passage.id for passage in pending.new_passages]
-        if added_ids or pending.stale_passage_ids:
-            try:
-                self.versions.sync(added_ids, pending.stale_passage_ids)
-            except BaseException:
-                self.session.rollback()
-                self._undo_sync(added_ids, pending.stale_passage_ids)
-                raise
-        apply_permission_changes(self.session, self.backend, self.corpus, pending.permission_changes)
-        report.passages_embedded += len(added_ids)
+        self.applier.apply(pending.diff, report)
         report.checkpoints += 0 if final else 1
         self.source.checkpoint = {"cursor": cursor}
         self.source.last_run_at = utcnow()

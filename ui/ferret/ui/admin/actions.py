@@ -32,7 +32,9 @@ from ferret.ui.runtime import open_context
 # -- jobs ----------------------------------------------------------------------------------------------------------
 def launch_pipeline(task_name: str, config: PipelineConfig) -> str:
     with open_context() as context:
-        job = context.jobs.start_pipeline_job(context.session, get_task(context.session, task_name), config)
+        job = context.jobs.start_job(
+            "pipeline", context.session, task=get_task(context.session, task_name), config=config
+        )
         return f"Job {job.id} started: pipeline of task {task_name}."
 
 

@@ -60,7 +60,7 @@ def sync_now(corpus: str, name: str) -> str:
     checkpoint; the page follows the job and shows the sync's report when it ends."""
     with open_context() as context:
         source = find_configured(context.session, corpus, name)
-        job = context.jobs.start_source_sync_job(context.session, source, trigger="admin")
+        job = context.jobs.start_job("source_sync", context.session, source=source, trigger="admin")
         return f"Job {job.id} started: sync of source {name}."
 
 

@@ -39,7 +39,9 @@ def _runner(pipeline: Pipeline[Any], stage: Stage[Any]) -> Callable[[FerretTask,
 def register_tasks(app: Celery, queue: WorkerQueue | None = None) -> dict[str, Any]:
     """Define on ``app`` the task of every declared stage that runs on ``queue`` (every stage when None)."""
     return {
-        stage.task: app.task(name=stage.task, bind=True, base=FerretTask)(_runner(pipeline, stage))
+        # shared=False: Celery otherwise adds a task to every app finalized later in the process (the client app,
+        # another worker kind's app), and the next ``register_tasks`` finds its name taken by an older callable.
+        stage.task: app.task(name=stage.task, bind=True, base=FerretTask, shared=False)(_runner(pipeline, stage))
         for pipeline in JOB_KINDS.values()
         for stage in pipeline.stages
         if queue is None or stage.queue == queue

@@ -32,12 +32,21 @@ from ferret.core.db.index_version import active_index_version
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
+from ferret.core.db.task import get_task
 from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
+from ferret.core.pipeline.declaration import (
+    JobLaunch,
+    LaunchContext,
+    Pipeline,
+    Resource,
+    Stage,
+    StageContext,
+    WorkerQueue,
+)
 from ferret.core.pipeline.promptagator.configure import configure_stage
-from ferret.core.pipeline.promptagator.state import PipelineState
+from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters, length_bounds
 from ferret.core.synth.generation import generate
@@ -268,6 +277,24 @@ def job_result(state: PipelineState, done: Sequence[str]) -> dict[str, Any]:
     return {**state.to_json(), "stages_done": list(done)}
 
 
+def prepare_job(
+    context: LaunchContext, *, task: RetrievalTask | str, config: PipelineConfig | None = None
+) -> JobLaunch:
+    """A pipeline job of ``task``; its model is named ``config.model_name`` or ``<task>-job<id>``."""
+    session = context.session
+    row = get_task(session, task) if isinstance(task, str) else task
+    checked = (config or PipelineConfig()).validated()
+    if checked.model_name is not None and find_model_version(session, checked.model_name) is not None:
+        raise ConflictError(f"Model version {checked.model_name!r} already exists; choose another model name.")
+
+    def begin(job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        name = checked.model_name or f"{row.name}-job{job_id}"
+        state = PipelineState.start(row, checked, model_name=name, job_id=job_id)
+        return {"task": row.name, "model_name": name, "config": checked.to_json()}, state.to_json()
+
+    return JobLaunch(row.corpus_id, begin)
+
+
 PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
     kind=JOB_PIPELINE,
     stages=(
@@ -285,5 +312,6 @@ PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
     counts=progress_counts,
     result=job_result,
     description="Promptagator: synthetic queries from a few examples, filtered, fine-tuned, guarded, indexed.",
+    prepare=prepare_job,
 )
 """Task names ``ferret.pipeline.<stage>``; a Celery chain llm → cpu → gpu with a broker."""

@@ -16,14 +16,25 @@ Example:
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.model_version import find_model_version, get_model_version
+from ferret.core.db.models import Corpus
 from ferret.core.encoder.registry import ModelRegistry
-from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
-from ferret.core.pipeline.realm.state import JOB_REALM, RealmState
+from ferret.core.errors import ConflictError
+from ferret.core.pipeline.declaration import (
+    JobLaunch,
+    LaunchContext,
+    Pipeline,
+    Resource,
+    Stage,
+    StageContext,
+    WorkerQueue,
+)
+from ferret.core.pipeline.realm.state import JOB_REALM, RealmState, resumed_state
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.masking import MaskedSentence
 from ferret.core.realm.pretrain import corpus_passages, guard_realm_model, masked_data, register_realm_model
@@ -91,6 +102,32 @@ def _job_id(state: RealmState) -> int | None:
     return state.job_id
 
 
+def prepare_job(
+    context: LaunchContext,
+    *,
+    corpus: Corpus | str,
+    config: RealmConfig | None = None,
+    model_name: str | None = None,
+    task: str | None = None,
+    resume_from: int | None = None,
+) -> JobLaunch:
+    """REALM pre-training of ``corpus``; ``resume_from`` continues a killed REALM job from its checkpoint."""
+    session = context.session
+    row = get_corpus(session, corpus) if isinstance(corpus, str) else corpus
+    if resume_from is not None:
+        state = resumed_state(session, resume_from, row)
+    else:
+        state = RealmState.start(row, config or RealmConfig(), model_name=model_name, task=task)
+        if find_model_version(session, state.model_name) is not None:
+            raise ConflictError(f"Model version {state.model_name!r} already exists; choose another model name.")
+
+    def begin(job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        started = replace(state, job_id=job_id).to_json()
+        return {"model_name": state.model_name, "resumed_from": resume_from, "state": started}, started
+
+    return JobLaunch(row.id, begin)
+
+
 REALM: Pipeline[RealmState] = Pipeline(
     kind=JOB_REALM,
     stages=(
@@ -103,4 +140,5 @@ REALM: Pipeline[RealmState] = Pipeline(
     task_prefix="ferret.realm",
     result=_result,
     description="REALM pre-training of a corpus's retriever (no examples needed), then the promotion guard.",
+    prepare=prepare_job,
 )

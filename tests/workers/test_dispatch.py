@@ -1,0 +1,53 @@
+"""The one generic way to start a job (``start_job``), derived from the declarations of ``JOB_KINDS``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from ferret.core.db.corpus import create_corpus
+from ferret.core.db.models import Job
+from ferret.core.errors import InvalidInputError, NotFoundError
+from ferret.core.jobs.catalog import JOB_KINDS
+from ferret.core.jobs.queue import JobQueue
+from ferret.core.settings import FerretSettings
+from ferret.workers.dispatch import Dispatcher, start_job
+
+
+def _jobs(session: Session) -> int:
+    return int(session.scalar(select(func.count(Job.id))) or 0)
+
+
+def test_every_job_kind_is_started_through_its_declaration_with_no_method_of_its_own() -> None:
+    assert all(pipeline.prepare is not None for pipeline in JOB_KINDS.values())
+    assert JOB_KINDS["ingest"].inputs == ("corpus", "source_kind", "config", "incremental")
+    assert JOB_KINDS["index_build"].inputs == ("corpus", "model", "promote", "actor")
+    starters = {name for name in vars(JobQueue) if name.startswith("start")}
+    assert starters == {"start_job"}  # a new pipeline adds no method to the port (nor to its adapter)
+    assert {name for name in vars(Dispatcher) if name.startswith("start")} == {"start_job"}
+
+
+@pytest.mark.parametrize(
+    ("kind", "inputs", "message"),
+    [
+        ("reindex", {"corpus": "docs"}, "Unknown job kind 'reindex'; the kinds are"),
+        ("index_build", {"corpus": "docs", "modle": "base"}, "kind 'index_build' takes the inputs corpus, model"),
+        ("ingest", {"corpus": "docs"}, "missing a required argument: 'source_kind'"),
+        ("ingest", {"corpus": "docs", "source_kind": "ftp", "config": {}}, "Unknown source kind 'ftp'"),
+        ("pipeline", {"task": "nope"}, "Task 'nope' does not exist"),
+    ],
+)
+def test_bad_inputs_are_one_sentence_and_write_no_job(
+    settings: FerretSettings, session: Session, kind: str, inputs: dict[str, Any], message: str
+) -> None:
+    create_corpus(session, "docs")
+    session.commit()
+
+    with pytest.raises((InvalidInputError, NotFoundError), match=message.replace("(", r"\(").replace(")", r"\)")):
+        start_job(session, settings, kind, **inputs)
+
+    session.rollback()
+    assert _jobs(session) == 0
