@@ -48,6 +48,14 @@ class FerretSettings(BaseSettings):
     )
     device: str | None = Field(default=None, description="torch device; default: cuda when present, else cpu.")
     encode_batch_size: int = Field(default=64, ge=1)
+    query_batch_window_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=1000,
+        description="How long the query encoder waits for concurrent searches to batch with (ferret.core.encoder."
+        "query_batcher); 0 still batches the queries that arrive while a batch is encoding.",
+    )
+    query_batch_max: int = Field(default=64, ge=1, le=4096, description="Most queries encoded in one batch.")
 
     # Index.
     keep_index_versions: int = Field(default=2, ge=1, description="Ready versions kept for rollback.")

@@ -96,6 +96,7 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
         interrupt_orphaned_runs(session)  # generation runs of a killed `pipeline run` or worker
         session.commit()
     backend = open_backend(settings)
+    searcher = Searcher(settings, backend, sessions)
     try:
         yield Runtime(
             settings=settings,
@@ -103,9 +104,10 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
             backend=backend,
             jobs=Dispatcher(settings),
             connectors=build_connector,
-            searcher=Searcher(settings, backend, sessions),
+            searcher=searcher,
         )
     finally:
+        searcher.close()
         backend.close()
 
 

@@ -18,7 +18,16 @@ from typing import Any
 from qdrant_client import QdrantClient, models
 
 from ferret.core.index.backend import PAYLOAD_INTEGER_FIELDS, PAYLOAD_KEYWORD_FIELDS, IndexBackend
-from ferret.core.index.types import DENSE, SPARSE, IndexPoint, SearchHit, SearchRequest, SparseVector
+from ferret.core.index.types import (
+    DENSE,
+    SPARSE,
+    IndexPoint,
+    SearchHit,
+    SearchRequest,
+    SparseVector,
+    ids_needing_payload,
+    with_payloads,
+)
 
 _UPSERT_BATCH = 256
 
@@ -175,13 +184,25 @@ class QdrantServerBackend(IndexBackend):
         }
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
-        response = self.client.query_points(name, with_payload=True, **self._query(request))
-        return request.hits(response.points)
+        response = self.client.query_points(name, with_payload=not request.payload_after, **self._query(request))
+        return self._payloads(name, [request.hits(response.points)], [request])[0]
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
-        batch = [models.QueryRequest(with_payload=True, **self._batch_query(r)) for r in requests]
+        batch = [models.QueryRequest(with_payload=not r.payload_after, **self._batch_query(r)) for r in requests]
         responses = self.client.query_batch_points(name, requests=batch)
-        return [request.hits(response.points) for request, response in zip(requests, responses, strict=True)]
+        hits = [request.hits(response.points) for request, response in zip(requests, responses, strict=True)]
+        return self._payloads(name, hits, requests)
+
+    def _payloads(
+        self, name: str, hits: list[list[SearchHit]], requests: Sequence[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        """Payloads of the kept hybrid hits, in one request. The searcher queries the collection it resolved, not
+        the alias, so both requests read the same index version."""
+        ids = ids_needing_payload(hits, requests)
+        if not ids:
+            return hits
+        records = self.client.retrieve(name, ids=ids, with_payload=True, with_vectors=False)
+        return with_payloads(hits, requests, {str(r.id): dict(r.payload or {}) for r in records})
 
     def _batch_query(self, request: SearchRequest) -> dict[str, Any]:
         query = self._query(request)
