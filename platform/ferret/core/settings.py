@@ -98,6 +98,12 @@ class FerretSettings(BaseSettings):
     # HTTP API.
     api_max_body_bytes: int = Field(default=16_000_000, ge=1024, description="Larger request bodies get 413.")
     api_max_batch_documents: int = Field(default=1_000, ge=1, description="Documents per push API request.")
+    push_sync_max_documents: int = Field(
+        default=32,
+        ge=0,
+        description="Pushes of at most this many documents are embedded inside the request (200, searchable on "
+        "return); larger ones are stored in a job and answered 202 (ferret.core.jobs.push_jobs). 0: always a job.",
+    )
 
     @field_validator("home")
     @classmethod

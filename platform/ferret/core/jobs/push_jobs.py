@@ -1,0 +1,89 @@
+"""Pushes that never block a request on embedding: the push API stores the batch in a job row and answers 202; this
+one-stage job (gpu queue) chunks, stores, embeds and indexes it through the same ``PushIngestor`` path as a
+synchronous push, and the job's ``succeeded`` state is the moment its documents are searchable.
+
+Why a job row holds the batch: it is committed before the API answers, so an accepted push survives a restart of
+the API or a lost worker (Celery redelivers the stage; a push is idempotent by external id, version and content
+hash, so a second delivery adds nothing). Small batches stay synchronous (``FERRET_PUSH_SYNC_MAX_DOCUMENTS``), where
+a job's queueing would cost more than the embedding it moves out of the request.
+
+Example:
+    >>> job = runtime.jobs.start_push_job(session, corpus, "push", [document.model_dump(mode="json")])
+    >>> run_job(settings, PUSH_INDEX, {"job_id": job.id, "corpus": corpus.name})
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ferret.core.corpus.push import PushedDocument, PushIngestor
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.job import get_job
+from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
+from ferret.core.sources.documents import Document
+
+JOB_PUSH_INDEX = "push_index"
+
+Payload = dict[str, Any]
+
+
+def pushed_documents(records: list[dict[str, Any]]) -> list[PushedDocument]:
+    """The stored batch back as pushed documents (each validated again, as the API did before storing it)."""
+    documents = []
+    for record in records:
+        updated_at = record.get("updated_at")
+        documents.append(
+            PushedDocument(
+                Document(
+                    external_id=record["external_id"],
+                    title=record.get("title", ""),
+                    text=record["text"],
+                    source=record["source"],
+                    metadata=record.get("metadata") or {},
+                    acl_groups=record.get("acl_groups") or ["public"],
+                    updated_at=datetime.fromisoformat(updated_at) if updated_at else None,
+                ),
+                version=record.get("version"),
+            )
+        )
+    return documents
+
+
+def index_pushed(context: StageContext, payload: Payload) -> Payload:
+    """Payload: job_id, corpus. The batch is the job's ``params``: source and documents. Returns the push report."""
+    session = context.session
+    job = get_job(session, int(payload["job_id"]))
+    params = dict(job.params or {})
+    corpus = get_corpus(session, payload["corpus"])
+    documents = pushed_documents(list(params.get("documents") or []))
+    context.progress("embedding", 0.0)
+    report = PushIngestor(session, context.settings, context.backend, corpus).push(str(params["source"]), documents)
+    context.add_counts(added=report.added, updated=report.updated, unchanged=report.unchanged)
+    return report.as_dict()
+
+
+def _payload(data: dict[str, Any]) -> Payload:
+    return dict(data)
+
+
+def _job_id(payload: Payload) -> int | None:
+    return int(payload["job_id"]) if payload.get("job_id") is not None else None
+
+
+PUSH_INDEX: Pipeline[Payload] = Pipeline(
+    kind=JOB_PUSH_INDEX,
+    stages=(
+        Stage(
+            "push_index",
+            index_pushed,
+            WorkerQueue.GPU,
+            needs=frozenset({Resource.INDEX}),
+            task="ferret.corpus.index_pushed",
+        ),
+    ),
+    load=_payload,
+    dump=_payload,
+    job_id=_job_id,
+    description="Store, embed and index a pushed batch of documents; searchable when the job has succeeded.",
+)
