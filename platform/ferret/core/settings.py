@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
@@ -36,6 +36,13 @@ class FerretSettings(BaseSettings):
     )
     qdrant_url: str | None = Field(default=None, description="Qdrant server URL; unset = embedded Qdrant Edge.")
     qdrant_api_key: SecretStr | None = Field(default=None, description="API key of the Qdrant server.")
+    # Qdrant's distributed mode (server backend only): each new collection (index version) is created with these;
+    # unset = the server's own defaults (1 shard per node at creation, replication 1, write consistency 1).
+    qdrant_shard_number: int | None = Field(default=None, ge=1, le=1024, description="Shards per collection.")
+    qdrant_replication_factor: int | None = Field(default=None, ge=1, le=64, description="Copies of each shard.")
+    qdrant_write_consistency_factor: int | None = Field(
+        default=None, ge=1, le=64, description="Replicas that must confirm a write before it is acknowledged."
+    )
 
     # Chunking (REALM's setting: passages of at most 288 wordpieces, title included).
     max_passage_tokens: int = Field(default=288, ge=32, le=510)
@@ -104,6 +111,20 @@ class FerretSettings(BaseSettings):
         description="Pushes of at most this many documents are embedded inside the request (200, searchable on "
         "return); larger ones are stored in a job and answered 202 (ferret.core.jobs.push_jobs). 0: always a job.",
     )
+
+    @model_validator(mode="after")
+    def _distributed_needs_a_server(self) -> FerretSettings:
+        """Sharding and replication are a Qdrant server's (cluster's) settings: refused for the embedded store, and
+        a write cannot wait for more replicas than there are."""
+        distributed = (self.qdrant_shard_number, self.qdrant_replication_factor, self.qdrant_write_consistency_factor)
+        if any(value is not None for value in distributed) and not self.qdrant_url:
+            raise ValueError(
+                "FERRET_QDRANT_SHARD_NUMBER, _REPLICATION_FACTOR and _WRITE_CONSISTENCY_FACTOR need FERRET_QDRANT_URL "
+                "(a Qdrant server or cluster); the embedded store has one shard."
+            )
+        if (self.qdrant_write_consistency_factor or 1) > (self.qdrant_replication_factor or 1):
+            raise ValueError("FERRET_QDRANT_WRITE_CONSISTENCY_FACTOR cannot exceed FERRET_QDRANT_REPLICATION_FACTOR.")
+        return self
 
     @field_validator("home")
     @classmethod

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -47,6 +48,17 @@ def build_filter(request: SearchRequest) -> models.Filter | None:
     return models.Filter(must=must) if must else None
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """How a new collection is spread over a Qdrant cluster (``FERRET_QDRANT_SHARD_NUMBER``, ...); ``None`` leaves
+    the server's default. Aliases are cluster-wide in Qdrant (consensus), so a promotion's one
+    ``update_collection_aliases`` call stays atomic on a cluster as on one node."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+
 class QdrantServerBackend(IndexBackend):
     """Example:
     >>> backend = QdrantServerBackend(QdrantClient(url="http://qdrant:6333", api_key=key))
@@ -55,9 +67,15 @@ class QdrantServerBackend(IndexBackend):
     kind = "server"
 
     def __init__(
-        self, client: QdrantClient, *, alias_refresh_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+        self,
+        client: QdrantClient,
+        *,
+        alias_refresh_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        distribution: Distribution | None = None,
     ) -> None:
         self.client = client
+        self.distribution = distribution or Distribution()
         self.alias_refresh_s = alias_refresh_s
         self._clock = clock
         self._aliases: dict[str, str] | None = None
@@ -84,6 +102,9 @@ class QdrantServerBackend(IndexBackend):
             collection,
             vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            shard_number=self.distribution.shard_number,
+            replication_factor=self.distribution.replication_factor,
+            write_consistency_factor=self.distribution.write_consistency_factor,
         )
         for field in PAYLOAD_KEYWORD_FIELDS:
             self.client.create_payload_index(collection, field, models.PayloadSchemaType.KEYWORD)
