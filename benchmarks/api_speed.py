@@ -288,7 +288,7 @@ def push_throughput(base: str, key: str, datasets: Sequence[Path], n_docs: int, 
     return result
 
 
-def print_tables(result: dict[str, Any]) -> None:
+def print_search_table(result: dict[str, Any]) -> None:
     table = Table(
         title=f"Search latency, {result['index']['passages']:,} passages, {result['mode']} mode, top {TOP_K}, "
         f"{result['requests']} requests per row"
@@ -320,6 +320,10 @@ def print_tables(result: dict[str, Any]) -> None:
             f"{local['load_1m']:.1f} / {api['load_1m']:.1f}",
         )
     console.print(table)
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    print_search_table(result)
     push = result["push"]
     table = Table(title=f"Push API ingestion: {push['documents']:,} documents in batches of {push['batch']}, 1 client")
     for column in ("documents", "jobs", "all accepted s", "accept p50", "searchable s", "documents/s", "passages"):
@@ -367,6 +371,7 @@ def main() -> None:
         try:
             base = f"http://127.0.0.1:{port}"
             result["api"] = api_latencies(base, key, queries, args.mode, len(queries))
+            print_search_table(result)  # before the push part, so its figures survive a failed push
             result["push"] = push_throughput(base, key, datasets, args.push_docs, args.push_batch)
         finally:
             server.terminate()

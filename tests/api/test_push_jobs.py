@@ -18,12 +18,14 @@ BATCH: list[dict[str, Any]] = [
     {"external_id": "j-1", "title": "Fjords", "text": "Fjords are drowned glacial valleys.", "version": "1"},
     {"external_id": "j-2", "text": "Moraines mark where a glacier stopped.", "acl_groups": ["a"], "version": "1"},
     {"external_id": "j-3", "text": "Icebergs calve from tidewater glaciers.", "metadata": {"lang": "en"}},
+    # More than one slice of the job (PUSH_JOB_SLICE documents per transaction).
+    *({"external_id": f"f-{i}", "text": f"Filler note {i} on sea ice."} for i in range(17)),
 ]
 
 
 @pytest.fixture(scope="module")
 def job_client(tmp_path_factory: pytest.TempPathFactory, make_installation: Any) -> Iterator[tuple[TestClient, Auth]]:
-    """An installation whose synchronous line is 2 documents, so BATCH (3) goes through a job."""
+    """An installation whose synchronous line is 2 documents, so BATCH (20) goes through a job."""
     installation = make_installation(Path(tmp_path_factory.mktemp("push-jobs")))
     settings = installation.settings.model_copy(update={"push_sync_max_documents": 2})
 
@@ -55,19 +57,19 @@ def test_a_push_above_the_line_is_a_job_and_searchable_when_it_succeeds(job_clie
     response = client.post("/v1/corpora/live/documents", json={"documents": BATCH}, headers=auth("ingest-a"))
     assert response.status_code == 202, response.text
     accepted = response.json()
-    assert accepted["documents"] == 3 and accepted["job_url"] == f"/v1/jobs/{accepted['job_id']}"
+    assert accepted["documents"] == 20 and accepted["job_url"] == f"/v1/jobs/{accepted['job_id']}"
 
     job = wait_for(client, auth, accepted["job_url"])
     assert job["state"] == "succeeded", job["error"]
     assert job["kind"] == "push_index"
-    assert job["result"]["added"] == 3 and job["result"]["passages_added"] == 3
+    assert job["result"]["added"] == 20 and job["result"]["passages_added"] == 20
     assert "j-1" in search_ids(client, auth, "search-a", "drowned glacial valleys")
     assert "j-2" in search_ids(client, auth, "search-a", "where a glacier stopped")
     assert "j-2" not in search_ids(client, auth, "search-b", "where a glacier stopped")
 
     # The same batch again is a job that changes nothing (idempotent by version and content).
     again = client.post("/v1/corpora/live/documents", json={"documents": BATCH}, headers=auth("ingest-a")).json()
-    assert wait_for(client, auth, again["job_url"])["result"]["unchanged"] == 3
+    assert wait_for(client, auth, again["job_url"])["result"]["unchanged"] == 20
 
 
 def test_at_or_below_the_line_the_push_stays_synchronous(job_client: tuple[TestClient, Auth]) -> None:
