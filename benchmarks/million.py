@@ -169,10 +169,10 @@ def run_variant(
     latencies: dict[str, list[float]] = {"dense": [], "hybrid": [], "exact": []}
     recall = []
     for i, vector in enumerate(queries):
-        base = {"limit": TOP_K, "dense": vector, "sparse": query_sparse[i], "acl_groups": ["public"]}
+        base: dict[str, Any] = {"limit": TOP_K, "dense": vector, "sparse": query_sparse[i], "acl_groups": ["public"]}
         for mode in ("dense", "hybrid"):
             began = time.perf_counter()
-            hits = backend.search(collection, SearchRequest(mode=mode, **base))  # type: ignore[arg-type]
+            hits = backend.search(collection, SearchRequest(mode=mode, **base))
             latencies[mode].append(time.perf_counter() - began)
             if mode == "dense":
                 approximate = [hit.id for hit in hits]

@@ -21,7 +21,7 @@ from ferret.workers.dispatch import start_push_job
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
-PUSHED = [
+PUSHED: list[dict[str, Any]] = [
     {"external_id": "p1", "title": "Fjords", "text": "Fjords are drowned glacial valleys.", "source": "push"},
     {"external_id": "p2", "text": "Moraines mark where a glacier stopped.", "acl_groups": ["a"], "source": "push"},
 ]

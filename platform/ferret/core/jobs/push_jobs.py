@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +27,10 @@ from ferret.core.sources.documents import Document
 JOB_PUSH_INDEX = "push_index"
 PUSH_JOB_SLICE = 16
 """Documents per transaction of a push job (see ``index_pushed``)."""
+_ONE_AT_A_TIME = threading.Lock()
+"""Push jobs of one process run one after another: in embedded mode each runs in a thread with its own Qdrant Edge
+backend, and a shard is open in one backend at a time (two concurrent jobs failed with "open in another Ferret
+process"). A gpu worker runs one task at a time anyway."""
 
 Payload = dict[str, Any]
 
@@ -59,6 +64,14 @@ def index_pushed(context: StageContext, payload: Payload) -> Payload:
     its transaction, and on SQLite a long one would hold the database's one write lock for the whole batch, so the
     API could not even store the next push (measured: "database is locked" after 30 s with ten 100-document jobs).
     A slice keeps every write transaction to a few seconds; a redelivered job skips the slices already stored."""
+    with _ONE_AT_A_TIME:
+        try:
+            return _index_pushed(context, payload)
+        finally:
+            context.backend.close()  # before the next job of this process opens the same shards
+
+
+def _index_pushed(context: StageContext, payload: Payload) -> Payload:
     session = context.session
     job = get_job(session, int(payload["job_id"]))
     params = dict(job.params or {})
