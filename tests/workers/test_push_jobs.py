@@ -16,7 +16,7 @@ from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.search.searcher import Searcher
-from ferret.workers.dispatch import start_push_job
+from ferret.workers.dispatch import start_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -42,7 +42,7 @@ def test_the_gpu_worker_indexes_a_pushed_batch(session: Session, workers: Any, f
 
     results = []
     for _ in range(2):
-        job = start_push_job(session, workers.settings, corpus, "push", PUSHED)
+        job = start_job(session, workers.settings, "push_index", corpus=corpus, source="push", documents=PUSHED)
         assert job.params["documents"] == PUSHED  # durable before the caller hears of the job
         results.append(workers.wait_for(job.id, lambda j: j.state in FINISHED))
     gpu.stop()

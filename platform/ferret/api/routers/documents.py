@@ -21,6 +21,7 @@ from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.document import readable_document
+from ferret.core.jobs.push_jobs import JOB_PUSH_INDEX
 from ferret.core.sources.documents import Document as SourceDocument
 
 router = APIRouter(tags=["documents"])
@@ -58,7 +59,7 @@ def upsert_documents(
     corpus_row = get_corpus(session, corpus)
     if len(body.documents) > state.settings.push_sync_max_documents:
         records = [{**d.model_dump(mode="json"), "source": body.source} for d in body.documents]
-        job = state.jobs.start_push_job(session, corpus_row, body.source, records)
+        job = state.jobs.start_job(JOB_PUSH_INDEX, session, corpus=corpus_row, source=body.source, documents=records)
         accepted = PushAcceptedOut(
             job_id=job.id, state=job.state.value, documents=len(records), job_url=f"/v1/jobs/{job.id}"
         )

@@ -8,7 +8,7 @@ hash, so a second delivery adds nothing). Small batches stay synchronous (``FERR
 a job's queueing would cost more than the embedding it moves out of the request.
 
 Example:
-    >>> job = runtime.jobs.start_push_job(session, corpus, "push", [document.model_dump(mode="json")])
+    >>> job = runtime.jobs.start_job("push_index", session, corpus="docs", source="push", documents=[record])
     >>> run_job(settings, PUSH_INDEX, {"job_id": job.id, "corpus": corpus.name})
 """
 
@@ -21,7 +21,16 @@ from typing import Any
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.job import get_job
-from ferret.core.pipeline.declaration import Pipeline, Resource, Stage, StageContext, WorkerQueue
+from ferret.core.db.models import Corpus
+from ferret.core.pipeline.declaration import (
+    JobLaunch,
+    LaunchContext,
+    Pipeline,
+    Resource,
+    Stage,
+    StageContext,
+    WorkerQueue,
+)
 from ferret.core.sources.documents import Document
 
 JOB_PUSH_INDEX = "push_index"
@@ -88,6 +97,16 @@ def _index_pushed(context: StageContext, payload: Payload) -> Payload:
     return totals
 
 
+def prepare_push(
+    context: LaunchContext, *, corpus: Corpus | str, source: str, documents: list[dict[str, Any]]
+) -> JobLaunch:
+    """A pushed batch (the push API's documents as JSON, each with its ``source``) kept in the job's ``params``: the
+    job row is committed before the API answers 202, so the batch is durable from then on."""
+    row = get_corpus(context.session, corpus) if isinstance(corpus, str) else corpus
+    params = {"source": source, "documents": list(documents)}
+    return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name}))
+
+
 def _payload(data: dict[str, Any]) -> Payload:
     return dict(data)
 
@@ -111,4 +130,5 @@ PUSH_INDEX: Pipeline[Payload] = Pipeline(
     dump=_payload,
     job_id=_job_id,
     description="Store, embed and index a pushed batch of documents; searchable when the job has succeeded.",
+    prepare=prepare_push,
 )
