@@ -26,6 +26,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,14 +142,19 @@ def create_key(home: Path) -> str:
 
     session = open_session(FerretSettings(home=home))
     try:
-        _, plaintext = create_api_key(session, f"bench-{time.time_ns()}", ["search", "ingest"], [])
+        _, plaintext = create_api_key(session, f"bench-{time.time_ns()}", ["admin"], [])  # admin: it reads jobs
         session.commit()
         return plaintext
     finally:
         session.close()
 
 
-def in_process_latencies(home: Path, queries: list[str], mode: str, requests: int) -> list[Latency]:
+def with_load(latency: Latency) -> dict[str, Any]:
+    """A row with the machine's 1-minute load average when it ended: the cores are shared (issue 16)."""
+    return {**asdict(latency), "load_1m": round(os.getloadavg()[0], 2)}
+
+
+def in_process_latencies(home: Path, queries: list[str], mode: str, requests: int) -> list[dict[str, Any]]:
     from sqlalchemy.orm import sessionmaker
 
     from ferret.core.db.engine import get_engine
@@ -175,7 +181,10 @@ def in_process_latencies(home: Path, queries: list[str], mode: str, requests: in
         results = []
         for concurrency in API_CONCURRENCY:
             console.print(f"[dim]in-process Searcher.search, {concurrency} caller(s)[/dim]")
-            results.append(measure("in-process Searcher.search", call, requests, concurrency))
+            results.append(with_load(measure("in-process Searcher.search", call, requests, concurrency)))
+        batcher = next(iter(searcher.query_batchers.values()), None)
+        if batcher is not None:
+            console.print(f"[dim]query batcher: {batcher.queries} queries in {batcher.batches} batches[/dim]")
         return results
     finally:
         for s in sessions:
@@ -210,7 +219,7 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
         time.sleep(0.3)
 
 
-def api_latencies(base: str, key: str, queries: list[str], mode: str, requests: int) -> list[Latency]:
+def api_latencies(base: str, key: str, queries: list[str], mode: str, requests: int) -> list[dict[str, Any]]:
     headers = {"Authorization": f"Bearer {key}"}
     clients = [httpx.Client(base_url=base, headers=headers, timeout=120) for _ in range(max(API_CONCURRENCY))]
 
@@ -224,7 +233,7 @@ def api_latencies(base: str, key: str, queries: list[str], mode: str, requests: 
         results = []
         for concurrency in API_CONCURRENCY:
             console.print(f"[dim]HTTP API search, {concurrency} client(s)[/dim]")
-            results.append(measure("HTTP API POST .../search", call, requests, concurrency))
+            results.append(with_load(measure("HTTP API POST .../search", call, requests, concurrency)))
         return results
     finally:
         for client in clients:
@@ -248,17 +257,38 @@ def push_throughput(base: str, key: str, datasets: Sequence[Path], n_docs: int, 
         for label in ("new", "unchanged"):
             console.print(f"[dim]push API: {len(documents)} {label} documents in batches of {batch}[/dim]")
             passages = 0
+            jobs: list[str] = []
+            accept_ms: list[float] = []
             started = time.perf_counter()
             for chunk in batches:
+                sent = time.perf_counter()
                 response = client.post(f"/v1/corpora/{PUSH_CORPUS}/documents", json={"documents": chunk})
                 response.raise_for_status()
-                passages += response.json()["passages_added"]
+                accept_ms.append((time.perf_counter() - sent) * 1000)
+                if response.status_code == 202:  # above the synchronous line: searchable when its job succeeds
+                    jobs.append(response.json()["job_url"])
+                else:
+                    passages += response.json()["passages_added"]
+            accepted = time.perf_counter() - started
+            for job_url in jobs:
+                while (job := client.get(job_url).raise_for_status().json())["state"] not in ("succeeded", "failed"):
+                    time.sleep(0.05)
+                if job["state"] != "succeeded":
+                    raise RuntimeError(f"push job {job_url} failed: {job['error']}")
+                passages += job["result"]["passages_added"]
             seconds = time.perf_counter() - started
-            result[label] = {"seconds": seconds, "docs_per_s": len(documents) / seconds, "passages": passages}
+            result[label] = {
+                "seconds": seconds,
+                "docs_per_s": len(documents) / seconds,
+                "passages": passages,
+                "jobs": len(jobs),
+                "accepted_s": accepted,
+                "accept_p50_ms": statistics.median(accept_ms),
+            }
     return result
 
 
-def print_tables(result: dict[str, Any]) -> None:
+def print_search_table(result: dict[str, Any]) -> None:
     table = Table(
         title=f"Search latency, {result['index']['passages']:,} passages, {result['mode']} mode, top {TOP_K}, "
         f"{result['requests']} requests per row"
@@ -267,11 +297,13 @@ def print_tables(result: dict[str, Any]) -> None:
         "clients",
         "in-process p50",
         "in-process p99",
+        "in-proc QPS",
         "API p50",
         "API p99",
         "API QPS",
         "p50 ratio",
         "p99 ratio",
+        "load (in-proc / API)",
     ):
         table.add_column(column, justify="right")
     for local, api in zip(result["in_process"], result["api"], strict=True):
@@ -279,20 +311,34 @@ def print_tables(result: dict[str, Any]) -> None:
             str(local["concurrency"]),
             f"{local['p50_ms']:.2f} ms",
             f"{local['p99_ms']:.2f} ms",
+            f"{local['qps']:,.0f}",
             f"{api['p50_ms']:.2f} ms",
             f"{api['p99_ms']:.2f} ms",
             f"{api['qps']:,.0f}",
             f"{api['p50_ms'] / local['p50_ms']:.2f}",
             f"{api['p99_ms'] / local['p99_ms']:.2f}",
+            f"{local['load_1m']:.1f} / {api['load_1m']:.1f}",
         )
     console.print(table)
+
+
+def print_tables(result: dict[str, Any]) -> None:
+    print_search_table(result)
     push = result["push"]
     table = Table(title=f"Push API ingestion: {push['documents']:,} documents in batches of {push['batch']}, 1 client")
-    for column in ("documents", "seconds", "documents/s", "passages embedded"):
+    for column in ("documents", "jobs", "all accepted s", "accept p50", "searchable s", "documents/s", "passages"):
         table.add_column(column, justify="right")
     for label in ("new", "unchanged"):
         row = push[label]
-        table.add_row(label, f"{row['seconds']:.1f}", f"{row['docs_per_s']:,.1f}", f"{row['passages']:,}")
+        table.add_row(
+            label,
+            str(row["jobs"]),
+            f"{row['accepted_s']:.1f}",
+            f"{row['accept_p50_ms']:.0f} ms",
+            f"{row['seconds']:.1f}",
+            f"{row['docs_per_s']:,.1f}",
+            f"{row['passages']:,}",
+        )
     console.print(table)
 
 
@@ -319,12 +365,13 @@ def main() -> None:
         key = create_key(home)
         queries = dataset_queries(datasets, args.queries)
         result["requests"] = len(queries)
-        result["in_process"] = [asdict(x) for x in in_process_latencies(home, queries, args.mode, len(queries))]
+        result["in_process"] = in_process_latencies(home, queries, args.mode, len(queries))
         port = free_port()
         server = start_server(home, port)
         try:
             base = f"http://127.0.0.1:{port}"
-            result["api"] = [asdict(x) for x in api_latencies(base, key, queries, args.mode, len(queries))]
+            result["api"] = api_latencies(base, key, queries, args.mode, len(queries))
+            print_search_table(result)  # before the push part, so its figures survive a failed push
             result["push"] = push_throughput(base, key, datasets, args.push_docs, args.push_batch)
         finally:
             server.terminate()

@@ -236,6 +236,15 @@ class PushOut(FromAttributes):
     skipped: list[SkippedOut]
 
 
+class PushAcceptedOut(BaseModel):
+    """A push stored durably and queued: its documents are searchable once the job's state is ``succeeded``."""
+
+    job_id: int
+    state: str
+    documents: int
+    job_url: str = Field(description="GET it (admin key) for the state; the push report is its result.")
+
+
 # -- corpora ----------------------------------------------------------------------------------------------------
 class CorpusIn(ApiRequest):
     name: CorpusName

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
@@ -36,6 +36,13 @@ class FerretSettings(BaseSettings):
     )
     qdrant_url: str | None = Field(default=None, description="Qdrant server URL; unset = embedded Qdrant Edge.")
     qdrant_api_key: SecretStr | None = Field(default=None, description="API key of the Qdrant server.")
+    # Qdrant's distributed mode (server backend only): each new collection (index version) is created with these;
+    # unset = the server's own defaults (1 shard per node at creation, replication 1, write consistency 1).
+    qdrant_shard_number: int | None = Field(default=None, ge=1, le=1024, description="Shards per collection.")
+    qdrant_replication_factor: int | None = Field(default=None, ge=1, le=64, description="Copies of each shard.")
+    qdrant_write_consistency_factor: int | None = Field(
+        default=None, ge=1, le=64, description="Replicas that must confirm a write before it is acknowledged."
+    )
 
     # Chunking (REALM's setting: passages of at most 288 wordpieces, title included).
     max_passage_tokens: int = Field(default=288, ge=32, le=510)
@@ -48,6 +55,14 @@ class FerretSettings(BaseSettings):
     )
     device: str | None = Field(default=None, description="torch device; default: cuda when present, else cpu.")
     encode_batch_size: int = Field(default=64, ge=1)
+    query_batch_window_ms: float = Field(
+        default=2.0,
+        ge=0,
+        le=1000,
+        description="How long the query encoder waits for concurrent searches to batch with (ferret.core.encoder."
+        "query_batcher); 0 still batches the queries that arrive while a batch is encoding.",
+    )
+    query_batch_max: int = Field(default=64, ge=1, le=4096, description="Most queries encoded in one batch.")
 
     # Index.
     keep_index_versions: int = Field(default=2, ge=1, description="Ready versions kept for rollback.")
@@ -90,6 +105,26 @@ class FerretSettings(BaseSettings):
     # HTTP API.
     api_max_body_bytes: int = Field(default=16_000_000, ge=1024, description="Larger request bodies get 413.")
     api_max_batch_documents: int = Field(default=1_000, ge=1, description="Documents per push API request.")
+    push_sync_max_documents: int = Field(
+        default=32,
+        ge=0,
+        description="Pushes of at most this many documents are embedded inside the request (200, searchable on "
+        "return); larger ones are stored in a job and answered 202 (ferret.core.jobs.push_jobs). 0: always a job.",
+    )
+
+    @model_validator(mode="after")
+    def _distributed_needs_a_server(self) -> FerretSettings:
+        """Sharding and replication are a Qdrant server's (cluster's) settings: refused for the embedded store, and
+        a write cannot wait for more replicas than there are."""
+        distributed = (self.qdrant_shard_number, self.qdrant_replication_factor, self.qdrant_write_consistency_factor)
+        if any(value is not None for value in distributed) and not self.qdrant_url:
+            raise ValueError(
+                "FERRET_QDRANT_SHARD_NUMBER, _REPLICATION_FACTOR and _WRITE_CONSISTENCY_FACTOR need FERRET_QDRANT_URL "
+                "(a Qdrant server or cluster); the embedded store has one shard."
+            )
+        if (self.qdrant_write_consistency_factor or 1) > (self.qdrant_replication_factor or 1):
+            raise ValueError("FERRET_QDRANT_WRITE_CONSISTENCY_FACTOR cannot exceed FERRET_QDRANT_REPLICATION_FACTOR.")
+        return self
 
     @field_validator("home")
     @classmethod

@@ -109,6 +109,7 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
         interrupt_orphaned_runs(session)  # generation runs of a killed `pipeline run` or worker
         session.commit()
     backend = open_backend(settings)
+    searcher = Searcher(settings, backend, sessions)
     try:
         yield Runtime(
             settings=settings,
@@ -116,9 +117,10 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
             backend=backend,
             job_queue=lambda: _dispatcher(settings),
             connectors=build_connector,
-            searcher=Searcher(settings, backend, sessions),
+            searcher=searcher,
         )
     finally:
+        searcher.close()
         backend.close()
 
 

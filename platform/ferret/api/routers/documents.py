@@ -1,22 +1,27 @@
 """The connector push API: batch upsert and delete of a corpus's documents by external id, idempotent; and one
 document read back by the id search results carry, within the caller's groups.
 
-Each request is applied whole (database and every live index version) before it answers, so a client that got
-200 knows its documents are searchable; a client that got an error or no answer sends the same request again.
+A batch of at most ``FERRET_PUSH_SYNC_MAX_DOCUMENTS`` documents is applied whole (database and every live index
+version) before it answers 200, so the client knows its documents are searchable. A larger one is stored in a job
+row and answered 202 with the job's id: embedding and indexing run as that job (gpu queue with workers, a thread
+of this process without), and the documents are searchable when ``GET /v1/jobs/{id}`` says ``succeeded``. Either
+way, a client that got an error or no answer sends the same request again.
 """
 
 from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Path, status
+from fastapi.responses import JSONResponse
 
 from ferret.api.auth import IngestCaller, SearchCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import DeleteIn, DocumentOut, PassageOut, PushIn, PushOut
+from ferret.api.schemas import DeleteIn, DocumentOut, PassageOut, PushAcceptedOut, PushIn, PushOut
 from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.document import readable_document
+from ferret.core.jobs.push_jobs import JOB_PUSH_INDEX
 from ferret.core.sources.documents import Document as SourceDocument
 
 router = APIRouter(tags=["documents"])
@@ -38,16 +43,27 @@ def _report(report: IngestReport) -> PushOut:
 @router.post(
     "/v1/corpora/{corpus}/documents",
     response_model=PushOut,
-    responses=_RESPONSES,
+    responses={
+        **_RESPONSES,
+        202: {"model": PushAcceptedOut, "description": "Stored; embedded and indexed by the job it names."},
+    },
     summary="Upsert a batch of documents",
 )
 def upsert_documents(
     body: PushIn, _caller: IngestCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
-) -> PushOut:
+) -> PushOut | JSONResponse:
     """New documents are added, changed ones replaced; a document whose ``version`` (or content) is already stored
-    is left alone, so sending the same batch twice changes nothing the second time."""
+    is left alone, so sending the same batch twice changes nothing the second time. Batches larger than the
+    server's synchronous line are answered 202 and indexed by a job (searchable when it has succeeded)."""
     _check_batch(len(body.documents), state.settings.api_max_batch_documents)
     corpus_row = get_corpus(session, corpus)
+    if len(body.documents) > state.settings.push_sync_max_documents:
+        records = [{**d.model_dump(mode="json"), "source": body.source} for d in body.documents]
+        job = state.jobs.start_job(JOB_PUSH_INDEX, session, corpus=corpus_row, source=body.source, documents=records)
+        accepted = PushAcceptedOut(
+            job_id=job.id, state=job.state.value, documents=len(records), job_url=f"/v1/jobs/{job.id}"
+        )
+        return JSONResponse(accepted.model_dump(), status_code=status.HTTP_202_ACCEPTED)
     pushed = [
         PushedDocument(
             SourceDocument(

@@ -35,6 +35,8 @@ class DualEncoder:
         self.path = path
         self.device = device
         self._lock = threading.Lock()  # one forward pass at a time: torch on CPU is already multi-threaded
+        self.calls = 0
+        """``encode`` calls so far: how a test or a benchmark sees that concurrent queries were batched."""
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | None = None, max_seq_length: int | None = None) -> DualEncoder:
@@ -74,6 +76,7 @@ class DualEncoder:
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         with self._lock, torch.inference_mode():
+            self.calls += 1
             vectors = self._model.encode(
                 list(texts),
                 batch_size=batch_size,

@@ -24,7 +24,16 @@ from ferret.core.index.backend import (
     IndexBackend,
     UnreadableCollectionError,
 )
-from ferret.core.index.types import DENSE, SPARSE, IndexPoint, SearchHit, SearchRequest, SparseVector
+from ferret.core.index.types import (
+    DENSE,
+    SPARSE,
+    IndexPoint,
+    SearchHit,
+    SearchRequest,
+    SparseVector,
+    ids_needing_payload,
+    with_payloads,
+)
 
 _UPSERT_BATCH = 512
 
@@ -199,7 +208,7 @@ class EdgeIndexBackend(IndexBackend):
                 prefetches=prefetches,
                 query=qe.Fusion.Rrf(k=request.rrf_k),  # type: ignore[arg-type]  # the stub omits Fusion's variants
                 filter=query_filter,
-                with_payload=True,
+                with_payload=False,  # read afterwards for the kept points only (SearchRequest.payload_after)
             )
         return qe.QueryRequest(
             limit=request.fetch_limit,
@@ -217,13 +226,24 @@ class EdgeIndexBackend(IndexBackend):
         return self.resolve_alias(name) or name
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
-        points = self._shard(self._target(name)).query(self._request(request))
-        return request.hits(points)
+        shard = self._shard(self._target(name))
+        return self._payloads(shard, [request.hits(shard.query(self._request(request)))], [request])[0]
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         shard = self._shard(self._target(name))
         results = shard.query_batch(qe.QueryBatchRequest([self._request(r) for r in requests]))
-        return [request.hits(points) for request, points in zip(requests, results, strict=True)]
+        hits = [request.hits(points) for request, points in zip(requests, results, strict=True)]
+        return self._payloads(shard, hits, requests)
+
+    @staticmethod
+    def _payloads(
+        shard: qe.EdgeShard, hits: list[list[SearchHit]], requests: Sequence[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        ids = ids_needing_payload(hits, requests)
+        if not ids:
+            return hits
+        records = shard.retrieve(ids, with_payload=True, with_vector=False)  # type: ignore[arg-type]
+        return with_payloads(hits, requests, {str(r.id): dict(r.payload or {}) for r in records})
 
     def close(self) -> None:
         with self._lock:

@@ -11,10 +11,14 @@ def open_backend(settings: FerretSettings) -> IndexBackend:
     if settings.qdrant_url:
         from qdrant_client import QdrantClient
 
-        from ferret.core.index.server_backend import QdrantServerBackend
+        from ferret.core.index.server_backend import Distribution, QdrantServerBackend
 
         api_key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        return QdrantServerBackend(QdrantClient(url=settings.qdrant_url, api_key=api_key, timeout=60))
+        distribution = Distribution(
+            settings.qdrant_shard_number, settings.qdrant_replication_factor, settings.qdrant_write_consistency_factor
+        )
+        client = QdrantClient(url=settings.qdrant_url, api_key=api_key, timeout=60)
+        return QdrantServerBackend(client, distribution=distribution)
     from ferret.core.index.edge_backend import EdgeIndexBackend
 
     settings.qdrant_path.mkdir(parents=True, exist_ok=True)

@@ -13,12 +13,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from qdrant_client import QdrantClient, models
 
 from ferret.core.index.backend import PAYLOAD_INTEGER_FIELDS, PAYLOAD_KEYWORD_FIELDS, IndexBackend
-from ferret.core.index.types import DENSE, SPARSE, IndexPoint, SearchHit, SearchRequest, SparseVector
+from ferret.core.index.types import (
+    DENSE,
+    SPARSE,
+    IndexPoint,
+    SearchHit,
+    SearchRequest,
+    SparseVector,
+    ids_needing_payload,
+    with_payloads,
+)
 
 _UPSERT_BATCH = 256
 
@@ -38,6 +48,17 @@ def build_filter(request: SearchRequest) -> models.Filter | None:
     return models.Filter(must=must) if must else None
 
 
+@dataclass(frozen=True)
+class Distribution:
+    """How a new collection is spread over a Qdrant cluster (``FERRET_QDRANT_SHARD_NUMBER``, ...); ``None`` leaves
+    the server's default. Aliases are cluster-wide in Qdrant (consensus), so a promotion's one
+    ``update_collection_aliases`` call stays atomic on a cluster as on one node."""
+
+    shard_number: int | None = None
+    replication_factor: int | None = None
+    write_consistency_factor: int | None = None
+
+
 class QdrantServerBackend(IndexBackend):
     """Example:
     >>> backend = QdrantServerBackend(QdrantClient(url="http://qdrant:6333", api_key=key))
@@ -46,9 +67,15 @@ class QdrantServerBackend(IndexBackend):
     kind = "server"
 
     def __init__(
-        self, client: QdrantClient, *, alias_refresh_s: float = 5.0, clock: Callable[[], float] = time.monotonic
+        self,
+        client: QdrantClient,
+        *,
+        alias_refresh_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+        distribution: Distribution | None = None,
     ) -> None:
         self.client = client
+        self.distribution = distribution or Distribution()
         self.alias_refresh_s = alias_refresh_s
         self._clock = clock
         self._aliases: dict[str, str] | None = None
@@ -75,6 +102,9 @@ class QdrantServerBackend(IndexBackend):
             collection,
             vectors_config={DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)},
             sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            shard_number=self.distribution.shard_number,
+            replication_factor=self.distribution.replication_factor,
+            write_consistency_factor=self.distribution.write_consistency_factor,
         )
         for field in PAYLOAD_KEYWORD_FIELDS:
             self.client.create_payload_index(collection, field, models.PayloadSchemaType.KEYWORD)
@@ -175,13 +205,25 @@ class QdrantServerBackend(IndexBackend):
         }
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
-        response = self.client.query_points(name, with_payload=True, **self._query(request))
-        return request.hits(response.points)
+        response = self.client.query_points(name, with_payload=not request.payload_after, **self._query(request))
+        return self._payloads(name, [request.hits(response.points)], [request])[0]
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
-        batch = [models.QueryRequest(with_payload=True, **self._batch_query(r)) for r in requests]
+        batch = [models.QueryRequest(with_payload=not r.payload_after, **self._batch_query(r)) for r in requests]
         responses = self.client.query_batch_points(name, requests=batch)
-        return [request.hits(response.points) for request, response in zip(requests, responses, strict=True)]
+        hits = [request.hits(response.points) for request, response in zip(requests, responses, strict=True)]
+        return self._payloads(name, hits, requests)
+
+    def _payloads(
+        self, name: str, hits: list[list[SearchHit]], requests: Sequence[SearchRequest]
+    ) -> list[list[SearchHit]]:
+        """Payloads of the kept hybrid hits, in one request. The searcher queries the collection it resolved, not
+        the alias, so both requests read the same index version."""
+        ids = ids_needing_payload(hits, requests)
+        if not ids:
+            return hits
+        records = self.client.retrieve(name, ids=ids, with_payload=True, with_vectors=False)
+        return with_payloads(hits, requests, {str(r.id): dict(r.payload or {}) for r in records})
 
     def _batch_query(self, request: SearchRequest) -> dict[str, Any]:
         query = self._query(request)

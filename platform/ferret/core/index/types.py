@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -97,6 +97,13 @@ class SearchRequest:
         here too (by point id), not by Qdrant."""
         return 2 * self.candidates if self.mode == "hybrid" else self.limit + max(10, self.limit // 10)
 
+    @property
+    def payload_after(self) -> bool:
+        """Whether the payloads are read after the query, for the ``limit`` kept points only: in hybrid mode the
+        query returns every fused candidate (``fetch_limit``, 200 by default) for the tie-break, and reading 200
+        passages' payloads to keep 30 cost more than the query itself (benchmarks/RESULTS.md, issue 16)."""
+        return self.mode == "hybrid"
+
     def hits(self, points: Iterable[Any]) -> list[SearchHit]:
         """Qdrant's scored points (Edge's or the client's) as hits, best first, cut to ``limit``. Equal hybrid scores
         come in point-id order, so the same query gives the same results every time: reciprocal-rank scores tie
@@ -129,6 +136,26 @@ def settle_near_ties(hits: list[SearchHit]) -> list[SearchHit]:
         run.append(hit)
     settled.extend(sorted(run, key=lambda tied: tied.id))
     return settled
+
+
+def with_payloads(
+    hits: list[list[SearchHit]], requests: Sequence[SearchRequest], payloads: dict[str, dict[str, Any]]
+) -> list[list[SearchHit]]:
+    """The hits of requests whose payloads were read afterwards (:attr:`SearchRequest.payload_after`), with them.
+
+    A point deleted between the query and the read (a concurrent update) has no payload left and is dropped."""
+    return [
+        [SearchHit(hit.id, hit.score, payloads[hit.id]) for hit in found if hit.id in payloads]
+        if request.payload_after
+        else found
+        for found, request in zip(hits, requests, strict=True)
+    ]
+
+
+def ids_needing_payload(hits: list[list[SearchHit]], requests: Sequence[SearchRequest]) -> list[str]:
+    """Distinct ids of the kept hits whose payloads are still to be read, in first-seen order."""
+    ids = [hit.id for found, request in zip(hits, requests, strict=True) if request.payload_after for hit in found]
+    return list(dict.fromkeys(ids))
 
 
 @dataclass(frozen=True)

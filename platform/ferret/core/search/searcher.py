@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,7 @@ from ferret.core.acl import search_groups
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, find_index_version_by_collection
 from ferret.core.db.models import IndexState, IndexVersion
+from ferret.core.encoder.query_batcher import QueryBatcher
 from ferret.core.encoder.registry import load_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
@@ -126,6 +128,9 @@ class Searcher:
         self.query_bm25 = SparseEncoder()
         self.active_plans = ActivePlans()
         """The active search configuration of each corpus, kept a couple of seconds (``ActivePlans``)."""
+        self.query_batchers: dict[str, QueryBatcher] = {}
+        """Model folder → the batcher that encodes concurrent searches' queries together (one worker thread each)."""
+        self._batchers_lock = threading.Lock()
 
     @classmethod
     def over(cls, session: Session, settings: FerretSettings, backend: IndexBackend) -> Searcher:
@@ -170,6 +175,28 @@ class Searcher:
         self.model_of_collection[collection] = path
         return collection, path
 
+    def query_batcher(self, model_path: str) -> QueryBatcher:
+        """The batcher of a model's queries: concurrent searches (API threads) are encoded in one forward pass."""
+        with self._batchers_lock:
+            batcher = self.query_batchers.get(model_path)
+            if batcher is None:
+                encoder = load_encoder(model_path, self.settings)
+                batch_size = self.settings.encode_batch_size
+                batcher = QueryBatcher(
+                    lambda texts: encoder.encode_queries(texts, batch_size=batch_size),
+                    window_s=self.settings.query_batch_window_ms / 1000,
+                    max_batch=self.settings.query_batch_max,
+                )
+                self.query_batchers[model_path] = batcher
+            return batcher
+
+    def close(self) -> None:
+        """Stop the query batchers' worker threads."""
+        with self._batchers_lock:
+            batchers, self.query_batchers = list(self.query_batchers.values()), {}
+        for batcher in batchers:
+            batcher.close()
+
     def requests(
         self,
         model_path: str,
@@ -185,8 +212,7 @@ class Searcher:
         groups = None if acl_groups is None else search_groups(acl_groups)
         dense = None
         if mode != "sparse":
-            encoder = load_encoder(model_path, self.settings)
-            dense = encoder.encode_queries(list(queries), batch_size=self.settings.encode_batch_size)
+            dense = self.query_batcher(model_path).encode(queries)
         return [
             SearchRequest(
                 limit=k * _PASSAGES_PER_DOCUMENT,

@@ -1,0 +1,92 @@
+"""Pushes above the synchronous line: stored in a job row and answered 202, embedded and indexed by the job (a
+thread of the API process in embedded mode), searchable once ``GET /v1/jobs/{id}`` says succeeded."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ferret.api.app import create_app
+
+Auth = Callable[[str], dict[str, str]]
+BATCH: list[dict[str, Any]] = [
+    {"external_id": "j-1", "title": "Fjords", "text": "Fjords are drowned glacial valleys.", "version": "1"},
+    {"external_id": "j-2", "text": "Moraines mark where a glacier stopped.", "acl_groups": ["a"], "version": "1"},
+    {"external_id": "j-3", "text": "Icebergs calve from tidewater glaciers.", "metadata": {"lang": "en"}},
+    # More than one slice of the job (PUSH_JOB_SLICE documents per transaction).
+    *({"external_id": f"f-{i}", "text": f"Filler note {i} on sea ice."} for i in range(17)),
+]
+
+
+@pytest.fixture(scope="module")
+def job_client(tmp_path_factory: pytest.TempPathFactory, make_installation: Any) -> Iterator[tuple[TestClient, Auth]]:
+    """An installation whose synchronous line is 2 documents, so BATCH (20) goes through a job."""
+    installation = make_installation(Path(tmp_path_factory.mktemp("push-jobs")))
+    settings = installation.settings.model_copy(update={"push_sync_max_documents": 2})
+
+    def auth(name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {installation.keys[name]}"}
+
+    with TestClient(create_app(settings)) as client:
+        yield client, auth
+
+
+def wait_for(client: TestClient, auth: Auth, job_url: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        job = client.get(job_url, headers=auth("admin")).json()
+        if job["state"] in ("succeeded", "failed", "cancelled"):
+            return dict(job)
+        time.sleep(0.1)
+    raise AssertionError(f"{job_url} did not finish")
+
+
+def search_ids(client: TestClient, auth: Auth, key: str, query: str) -> set[str]:
+    response = client.post("/v1/corpora/live/search", json={"query": query, "k": 20}, headers=auth(key))
+    assert response.status_code == 200, response.text
+    return {hit["external_id"] for hit in response.json()["results"]}
+
+
+def test_a_push_above_the_line_is_a_job_and_searchable_when_it_succeeds(job_client: tuple[TestClient, Auth]) -> None:
+    client, auth = job_client
+    response = client.post("/v1/corpora/live/documents", json={"documents": BATCH}, headers=auth("ingest-a"))
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    assert accepted["documents"] == 20 and accepted["job_url"] == f"/v1/jobs/{accepted['job_id']}"
+
+    job = wait_for(client, auth, accepted["job_url"])
+    assert job["state"] == "succeeded", job["error"]
+    assert job["kind"] == "push_index"
+    assert job["result"]["added"] == 20 and job["result"]["passages_added"] == 20
+    assert "j-1" in search_ids(client, auth, "search-a", "drowned glacial valleys")
+    assert "j-2" in search_ids(client, auth, "search-a", "where a glacier stopped")
+    assert "j-2" not in search_ids(client, auth, "search-b", "where a glacier stopped")
+
+    # The same batch again is a job that changes nothing (idempotent by version and content).
+    again = client.post("/v1/corpora/live/documents", json={"documents": BATCH}, headers=auth("ingest-a")).json()
+    assert wait_for(client, auth, again["job_url"])["result"]["unchanged"] == 20
+
+
+def test_at_or_below_the_line_the_push_stays_synchronous(job_client: tuple[TestClient, Auth]) -> None:
+    client, auth = job_client
+    small = [{"external_id": "s-1", "text": "Cirques are bowl-shaped hollows carved by glaciers."}]
+    response = client.post("/v1/corpora/live/documents", json={"documents": small}, headers=auth("ingest-a"))
+    assert response.status_code == 200, response.text
+    assert response.json()["added"] == 1
+    assert "s-1" in search_ids(client, auth, "search-public", "bowl-shaped hollows carved by glaciers")
+
+
+def test_mistakes_are_refused_before_any_job(job_client: tuple[TestClient, Auth]) -> None:
+    client, auth = job_client
+    before = client.get("/v1/jobs", headers=auth("admin")).json()["jobs"]
+    unknown = client.post("/v1/corpora/nope/documents", json={"documents": BATCH}, headers=auth("ingest-a"))
+    assert unknown.status_code == 404
+    bad = [*BATCH[:2], {"external_id": "", "text": "x"}]
+    refused = client.post("/v1/corpora/live/documents", json={"documents": bad}, headers=auth("ingest-a"))
+    assert refused.status_code == 422
+    assert client.get("/v1/jobs", headers=auth("admin")).json()["jobs"] == before

@@ -1,0 +1,143 @@
+"""Query encoding micro-batched across concurrent searches: the same results as serial searches, in fewer forward
+passes of the real model (its ``calls`` counter), and every caller gets its own rows or the batch's error."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from sqlalchemy.orm import sessionmaker
+
+from ferret.core.corpus.push import PushedDocument, PushIngestor
+from ferret.core.db.corpus import create_corpus
+from ferret.core.db.engine import get_engine, session_scope
+from ferret.core.db.migrate import upgrade
+from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret.core.encoder.query_batcher import QueryBatcher
+from ferret.core.encoder.registry import ModelRegistry, load_encoder
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.index.types import SearchMode
+from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.search.searcher import Searcher
+from ferret.core.settings import FerretSettings
+from ferret.core.sources.documents import Document
+
+TOPICS = [
+    "volcano eruptions and lava flows",
+    "espresso brewing with finely ground coffee",
+    "parental leave policy for employees",
+    "blue-green deployment of the payment service",
+    "salary bands and pay grades",
+    "plate tectonics and earthquakes",
+    "training a dual encoder on synthetic queries",
+    "reciprocal rank fusion of dense and sparse results",
+]
+QUERIES = [f"{word} {topic}" for topic in TOPICS for word in ("about", "how does", "rules of")]
+
+
+@dataclass
+class Home:
+    settings: FerretSettings
+    backend: EdgeIndexBackend
+    encoder: DualEncoder
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
+    """A promoted corpus of 48 short documents; the query batcher waits up to 200 ms, so that threads started
+    together on a loaded machine still meet in one batch."""
+    settings = FerretSettings(home=tmp_path_factory.mktemp("batcher-home"), query_batch_window_ms=200)
+    settings.ensure_home()
+    upgrade(settings.database_url)
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    with session_scope(settings.database_url) as session:
+        corpus = create_corpus(session, "kb")
+        documents = [
+            PushedDocument(Document(external_id=f"{i}-{j}", text=f"Note {j} on {topic}: details, part {j}."))
+            for i, topic in enumerate(TOPICS)
+            for j in range(6)
+        ]
+        PushIngestor(session, settings, backend, corpus).push("test", documents)
+        versions = VersionedCollection(session, settings, backend, corpus)
+        model = ModelRegistry(session, settings).ensure_base()
+        versions.promote(versions.build(model))
+        encoder = load_encoder(model.path, settings)
+    yield Home(settings, backend, encoder)
+    backend.close()
+
+
+def searcher_of(home: Home) -> Searcher:
+    return Searcher(home.settings, home.backend, sessionmaker(get_engine(home.settings.database_url)))
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense"])
+def test_concurrent_searches_give_the_serial_results_in_fewer_forward_passes(home: Home, mode: SearchMode) -> None:
+    searcher = searcher_of(home)
+    try:
+        serial = [searcher.search("kb", query, k=5, mode=mode) for query in QUERIES]
+        calls_before = home.encoder.calls
+        concurrent: list[object] = [None] * len(QUERIES)
+        start = threading.Barrier(len(QUERIES))
+
+        def run(i: int) -> None:
+            start.wait()
+            concurrent[i] = searcher.search("kb", QUERIES[i], k=5, mode=mode)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(QUERIES))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        forward_passes = home.encoder.calls - calls_before
+    finally:
+        searcher.close()
+
+    for alone, together in zip(serial, concurrent, strict=True):
+        assert isinstance(together, list)
+        assert [r.external_id for r in together] == [r.external_id for r in alone]
+        assert [r.score for r in together] == pytest.approx([r.score for r in alone], abs=1e-5)
+        assert all(r.text for r in together)  # hybrid payloads are read after the tie-break, for the kept hits
+    assert forward_passes <= len(QUERIES) // 3, f"{len(QUERIES)} concurrent queries took {forward_passes} passes"
+
+
+def test_each_caller_gets_its_own_rows_and_the_batch_error(home: Home) -> None:
+    batcher = QueryBatcher(home.encoder.encode_queries, window_s=0.2, max_batch=64)
+    try:
+        requests = [QUERIES[:1], QUERIES[1:4], QUERIES[4:6]]
+        answers: list[np.ndarray | None] = [None] * len(requests)
+        start = threading.Barrier(len(requests))
+
+        def run(i: int) -> None:
+            start.wait()
+            answers[i] = batcher.encode(requests[i])
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(requests))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert batcher.batches == 1 and batcher.queries == 6
+        for queries, answer in zip(requests, answers, strict=True):
+            assert answer is not None
+            np.testing.assert_allclose(answer, home.encoder.encode_queries(queries), atol=1e-5)
+        # A request of a whole batch or more (an evaluation run) is encoded at once, in the caller's thread.
+        assert batcher.encode(QUERIES[:2]).shape == (2, home.encoder.dimension)
+    finally:
+        batcher.close()
+
+    def broken(texts: list[str]) -> np.ndarray:
+        raise RuntimeError(f"cannot encode {len(texts)} queries")
+
+    failing = QueryBatcher(broken, window_s=0.0)
+    try:
+        with pytest.raises(RuntimeError, match="cannot encode 1 queries"):
+            failing.encode(["x"])
+    finally:
+        failing.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        failing.encode(["x"])
+    with pytest.raises(ValueError, match="window_s"):
+        QueryBatcher(broken, window_s=-1)
