@@ -80,12 +80,7 @@ def test_fusion_round_trips_through_json() -> None:
     assert Fusion.from_json({}) == Fusion()
 
 
-def test_fused_search_on_the_index_keeps_the_access_filter_and_follows_the_weight(
-    index_backend: IndexBackend, names: dict[str, str]
-) -> None:
-    """Six points: dense prefers 1..6, BM25 prefers 6..1; points 2 and 5 belong to group 'hr'. The access filter
-    is inside both first-stage queries, so an 'eng' caller never sees them, whatever the weight."""
-    collection = names["v1"]
+def _six_points(index_backend: IndexBackend, collection: str) -> str:
     index_backend.create_collection(collection, DIMENSION)
     points = []
     for passage_id in range(1, 7):
@@ -98,6 +93,15 @@ def test_fused_search_on_the_index_keeps_the_access_filter_and_follows_the_weigh
         points.append(IndexPoint(point_id(7, passage_id), vector, SparseVector([5], [float(passage_id)]), payload))
     index_backend.upsert(collection, points)
     index_backend.finalize(collection)
+    return collection
+
+
+def test_fused_search_on_the_index_keeps_the_access_filter_and_follows_the_weight(
+    index_backend: IndexBackend, names: dict[str, str]
+) -> None:
+    """Six points: dense prefers 1..6, BM25 prefers 6..1; points 2 and 5 belong to group 'hr'. The access filter
+    is inside both first-stage queries, so an 'eng' caller never sees them, whatever the weight."""
+    collection = _six_points(index_backend, names["v1"])
     query = np.zeros(DIMENSION, dtype=np.float32)
     query[0] = 1.0
 
@@ -116,3 +120,31 @@ def test_fused_search_on_the_index_keeps_the_access_filter_and_follows_the_weigh
     middle = ranked(0.5, None)
     assert sorted(middle) == ["d1", "d2", "d3", "d4", "d5", "d6"]
     assert all(ranked(0.5, None) == middle for _ in range(5))
+
+
+def test_fused_search_reads_payloads_for_the_kept_hits_only(
+    index_backend: IndexBackend, names: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first-stage queries return every candidate without payloads; one read fetches the kept hits' (issue 16)."""
+    collection = _six_points(index_backend, names["v1"])
+    query = np.zeros(DIMENSION, dtype=np.float32)
+    query[0] = 1.0
+    first_stage = SearchRequest(limit=6, mode="dense", dense=query, exact=True, with_payload=False)
+    assert [hit.payload for hit in index_backend.search(collection, first_stage)] == [{}] * 6
+    read: list[list[str]] = []
+    payloads = index_backend.payloads
+
+    def reading(name: str, point_ids: list[str]) -> dict[str, dict[str, object]]:
+        read.append(list(point_ids))
+        return payloads(name, point_ids)
+
+    monkeypatch.setattr(index_backend, "payloads", reading)
+    request = SearchRequest(limit=2, mode="hybrid", dense=query, sparse=SparseVector([5], [1.0]), exact=True)
+
+    found = fused_search(index_backend, collection, [request], Fusion("convex", 1.0, "minmax"))[0]
+
+    assert [hit.payload["external_id"] for hit in found] == ["d1", "d2"]
+    assert read == [[hit.id for hit in found]]
+    assert payloads(collection, [point_id(7, 1), point_id(7, 99)]).keys() == {
+        point_id(7, 1)
+    }  # a gone point is left out

@@ -80,5 +80,9 @@ class IndexBackend(ABC):
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
         return [self.search(name, request) for request in requests]
 
+    @abstractmethod
+    def payloads(self, name: str, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Point id → payload of the given points of a collection; a point that no longer exists is left out."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections."""

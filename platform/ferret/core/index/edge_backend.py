@@ -215,7 +215,7 @@ class EdgeIndexBackend(IndexBackend):
             query=dense if request.mode == "dense" else sparse,
             filter=query_filter,
             params=params,
-            with_payload=True,
+            with_payload=request.with_payload,
         )
 
     def _target(self, name: str) -> str:
@@ -234,6 +234,13 @@ class EdgeIndexBackend(IndexBackend):
         results = shard.query_batch(qe.QueryBatchRequest([self._request(r) for r in requests]))
         hits = [request.hits(points) for request, points in zip(requests, results, strict=True)]
         return self._payloads(shard, hits, requests)
+
+    def payloads(self, name: str, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not point_ids:
+            return {}
+        shard = self._shard(self._target(name))
+        records = shard.retrieve(list(point_ids), with_payload=True, with_vector=False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
 
     @staticmethod
     def _payloads(

@@ -205,14 +205,20 @@ class QdrantServerBackend(IndexBackend):
         }
 
     def search(self, name: str, request: SearchRequest) -> list[SearchHit]:
-        response = self.client.query_points(name, with_payload=not request.payload_after, **self._query(request))
+        response = self.client.query_points(name, with_payload=_reads_payload(request), **self._query(request))
         return self._payloads(name, [request.hits(response.points)], [request])[0]
 
     def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
-        batch = [models.QueryRequest(with_payload=not r.payload_after, **self._batch_query(r)) for r in requests]
+        batch = [models.QueryRequest(with_payload=_reads_payload(r), **self._batch_query(r)) for r in requests]
         responses = self.client.query_batch_points(name, requests=batch)
         hits = [request.hits(response.points) for request, response in zip(requests, responses, strict=True)]
         return self._payloads(name, hits, requests)
+
+    def payloads(self, name: str, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not point_ids:
+            return {}
+        records = self.client.retrieve(name, ids=list(point_ids), with_payload=True, with_vectors=False)
+        return {str(r.id): dict(r.payload or {}) for r in records}
 
     def _payloads(
         self, name: str, hits: list[list[SearchHit]], requests: Sequence[SearchRequest]
@@ -234,3 +240,9 @@ class QdrantServerBackend(IndexBackend):
 
     def close(self) -> None:
         self.client.close()
+
+
+def _reads_payload(request: SearchRequest) -> bool:
+    """Whether the query itself returns payloads: not when the caller reads them later (``with_payload=False``), nor
+    for Qdrant-fused hybrid, whose kept points' payloads ``_payloads`` reads."""
+    return request.with_payload and not request.payload_after

@@ -68,6 +68,9 @@ class SearchRequest:
     rrf_k: int = 60
     hnsw_ef: int | None = None
     exact: bool = False
+    with_payload: bool = True
+    """False: the hits come without payloads; a caller that keeps only some of them reads theirs afterwards with
+    :meth:`IndexBackend.payloads` (the searcher's own fusion keeps 10 of 200 candidates)."""
 
     def __post_init__(self) -> None:
         if self.mode in ("dense", "hybrid") and self.dense is None:

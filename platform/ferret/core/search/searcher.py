@@ -98,12 +98,15 @@ def fused_search(
 ) -> list[list[SearchHit]]:
     """Hybrid requests as two first-stage queries each (dense and BM25, the prefetch depth deep, each with the
     access filter inside Qdrant's query), fused here: Qdrant fuses by rank only (RRF, DBSF), not by a weighted
-    combination of normalised scores (``ferret.core.search.fusion``). Other modes pass through."""
+    combination of normalised scores (``ferret.core.search.fusion``). Other modes pass through.
+
+    The first-stage queries return no payloads: the payloads of the fused hits that are kept (``limit`` of up to
+    twice the prefetch depth) are read afterwards in one request (issue 16)."""
     batch: list[SearchRequest] = []
     for request in requests:
         if request.mode == "hybrid":
-            batch.append(replace(request, mode="dense", limit=request.candidates))
-            batch.append(replace(request, mode="sparse", limit=request.candidates))
+            batch.append(replace(request, mode="dense", limit=request.candidates, with_payload=False))
+            batch.append(replace(request, mode="sparse", limit=request.candidates, with_payload=False))
         else:
             batch.append(request)
     answers = iter(backend.search_batch(target, batch) if len(batch) > 1 else [backend.search(target, batch[0])])
@@ -114,7 +117,14 @@ def fused_search(
             hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k))
         else:
             hits.append(next(answers))
-    return hits
+    fused = [request.mode == "hybrid" for request in requests]
+    wanted = list(dict.fromkeys(hit.id for found, hybrid in zip(hits, fused, strict=True) if hybrid for hit in found))
+    payloads = backend.payloads(target, wanted)
+    # A point deleted between the query and the read (a concurrent update) has no payload left and is dropped.
+    return [
+        [SearchHit(hit.id, hit.score, payloads[hit.id]) for hit in found if hit.id in payloads] if hybrid else found
+        for found, hybrid in zip(hits, fused, strict=True)
+    ]
 
 
 class Searcher:
