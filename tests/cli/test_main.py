@@ -188,6 +188,9 @@ def test_a_bad_beir_line_names_the_file_and_line(
     outcome = run_main(*args)
 
     assert_one_sentence_error(outcome, "corpus.jsonl line 3", "not valid JSON")
+    if command == "ingest":  # the failed first ingest leaves no empty corpus behind
+        listed = run_main("corpora")
+        assert listed.code == 0 and "b:" not in listed.out, listed.out
 
 
 def test_the_typer_app_reports_ferret_errors_as_one_sentence(ferret_home: Path) -> None:

@@ -166,8 +166,8 @@ def ingest(
     """Load documents into a corpus; unchanged documents are skipped, removed ones deleted everywhere (a job)."""
     from ferret.cli.job_runs import run_command_job
     from ferret.cli.render import console
-    from ferret.core.db.corpus import find_corpus, get_or_create_corpus
-    from ferret.core.errors import InvalidInputError
+    from ferret.core.db.corpus import find_corpus, forget_empty_corpus, get_or_create_corpus
+    from ferret.core.errors import FerretError, InvalidInputError
     from ferret.core.sources.capabilities import SlimConnector
     from ferret.runtime.context import app_context
 
@@ -193,9 +193,20 @@ def ingest(
             max_passage_tokens=ctx.settings.max_passage_tokens,
             passage_overlap_tokens=ctx.settings.passage_overlap_tokens,
         )
-        job = run_command_job(
-            ctx, "ingest", detach=detach, corpus=corpus_row, source_kind=kind, config=config, incremental=incremental
-        )
+        try:
+            job = run_command_job(
+                ctx,
+                "ingest",
+                detach=detach,
+                corpus=corpus_row,
+                source_kind=kind,
+                config=config,
+                incremental=incremental,
+            )
+        except FerretError:
+            if new:
+                forget_empty_corpus(ctx.session, corpus_row)
+            raise
         if job is None:
             return
         report = job.result or {}

@@ -7,10 +7,10 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import String, cast, func, select
+from sqlalchemy import String, cast, delete, func, select
 from sqlalchemy.orm import Session
 
-from ferret.core.db.models import Corpus, Document, Passage, Source
+from ferret.core.db.models import Corpus, Document, IndexVersion, Passage, Source
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyz0123456789-_")
@@ -71,6 +71,21 @@ def create_corpus(
 
 def get_or_create_corpus(session: Session, name: str, **kwargs: Any) -> Corpus:
     return find_corpus(session, name) or create_corpus(session, name, **kwargs)
+
+
+def forget_empty_corpus(session: Session, corpus: Corpus) -> bool:
+    """Delete a corpus that its own first ingest created and failed to fill: no documents, no index version, no
+    source, so nothing of it is left behind (its job rows stay, their corpus unset). A corpus that holds anything is
+    kept; returns whether it was deleted."""
+    session.rollback()
+    empty = all(
+        session.scalar(select(func.count(column)).where(column == corpus.id)) == 0
+        for column in (Document.corpus_id, IndexVersion.corpus_id, Source.corpus_id)
+    )
+    if empty:
+        session.execute(delete(Corpus).where(Corpus.id == corpus.id))
+        session.commit()
+    return empty
 
 
 def corpus_counts(session: Session, corpus: Corpus, groups: Collection[str] | None = None) -> tuple[int, int]:
