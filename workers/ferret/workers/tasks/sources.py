@@ -22,7 +22,7 @@ from ferret.workers.names import SYNC_DUE_TASK
 
 def register_sync_due(app: Celery) -> Any:
     """Define the scheduled-sync task on a worker app (the CPU worker's)."""
-    return app.task(name=SYNC_DUE_TASK, ignore_result=True)(sync_due_sources)
+    return app.task(name=SYNC_DUE_TASK, ignore_result=True, shared=False)(sync_due_sources)
 
 
 def sync_due_sources() -> dict[str, Any]:
