@@ -77,6 +77,7 @@ def train_dual_encoder(
         training_args.SentenceTransformerTrainingArguments,
     )
     from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     if len(queries) != len(passages) or (negatives is not None and len(negatives) != len(queries)):
         raise InvalidInputError("Training needs one passage (and one negative, if any) per query.")
@@ -110,6 +111,14 @@ def train_dual_encoder(
         def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
             progress("training", state.global_step / max(state.max_steps, 1))
 
+    class _LogRecords(TrainerCallback):
+        """The trainer's loss lines as log records (``$FERRET_HOME/logs/ferret.log``), not prints on the console:
+        Ferret's own progress line reports the training (issue 11, item 11)."""
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **_: Any) -> None:
+            if logs:
+                logger.info("training step %d/%d: %s", state.global_step, state.max_steps, logs)
+
     def fit(data: Any, steps: int, callbacks: list[Any]) -> None:
         with tempfile.TemporaryDirectory(prefix="ferret-train-") as scratch:
             args = SentenceTransformerTrainingArguments(
@@ -124,11 +133,14 @@ def train_dual_encoder(
                 report_to="none",
                 logging_steps=max(1, steps // 20),
                 dataloader_drop_last=True,
+                disable_tqdm=True,
                 **_precision_flags(config, device),
             )
             trainer = SentenceTransformerTrainer(
-                model=model, args=args, train_dataset=data, loss=loss, callbacks=callbacks
+                model=model, args=args, train_dataset=data, loss=loss, callbacks=[*callbacks, _LogRecords()]
             )
+            trainer.remove_callback(PrinterCallback)  # disable_tqdm's replacement for the bar prints every log
+            trainer.remove_callback(ProgressCallback)
             trainer.train()
 
     if config.cropping_warmup_steps > 0:
