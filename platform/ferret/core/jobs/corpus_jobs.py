@@ -32,6 +32,8 @@ from ferret.core.pipeline.declaration import (
     Stage,
     StageContext,
     WorkerQueue,
+    json_state,
+    payload_job_id,
 )
 
 JOB_INGEST = "ingest"
@@ -122,14 +124,6 @@ def prepare_index_build(
     return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name, **params}))
 
 
-def _payload(data: dict[str, Any]) -> Payload:
-    return dict(data)
-
-
-def _job_id(payload: Payload) -> int | None:
-    return int(payload["job_id"]) if payload.get("job_id") is not None else None
-
-
 INGEST: Pipeline[Payload] = Pipeline(
     kind=JOB_INGEST,
     stages=(
@@ -141,9 +135,9 @@ INGEST: Pipeline[Payload] = Pipeline(
             task="ferret.corpus.ingest_source",
         ),
     ),
-    load=_payload,
-    dump=_payload,
-    job_id=_job_id,
+    load=json_state,
+    dump=json_state,
+    job_id=payload_job_id,
     description="Ingest one source into a corpus (live index versions are kept in sync).",
     prepare=prepare_ingest,
 )
@@ -155,9 +149,9 @@ INDEX_BUILD: Pipeline[Payload] = Pipeline(
             "index", build_index, WorkerQueue.GPU, needs=frozenset({Resource.INDEX}), task="ferret.corpus.build_index"
         ),
     ),
-    load=_payload,
-    dump=_payload,
-    job_id=_job_id,
+    load=json_state,
+    dump=json_state,
+    job_id=payload_job_id,
     description="Embed a corpus with a model version into a new index version, and promote it when asked.",
     prepare=prepare_index_build,
 )

@@ -30,6 +30,8 @@ from ferret.core.pipeline.declaration import (
     Stage,
     StageContext,
     WorkerQueue,
+    json_state,
+    payload_job_id,
 )
 from ferret.core.sources.documents import Document
 
@@ -107,14 +109,6 @@ def prepare_push(
     return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name}))
 
 
-def _payload(data: dict[str, Any]) -> Payload:
-    return dict(data)
-
-
-def _job_id(payload: Payload) -> int | None:
-    return int(payload["job_id"]) if payload.get("job_id") is not None else None
-
-
 PUSH_INDEX: Pipeline[Payload] = Pipeline(
     kind=JOB_PUSH_INDEX,
     stages=(
@@ -126,9 +120,9 @@ PUSH_INDEX: Pipeline[Payload] = Pipeline(
             task="ferret.corpus.index_pushed",
         ),
     ),
-    load=_payload,
-    dump=_payload,
-    job_id=_job_id,
+    load=json_state,
+    dump=json_state,
+    job_id=payload_job_id,
     description="Store, embed and index a pushed batch of documents; searchable when the job has succeeded.",
     prepare=prepare_push,
 )

@@ -32,6 +32,8 @@ from ferret.core.pipeline.declaration import (
     Stage,
     StageContext,
     WorkerQueue,
+    json_state,
+    payload_job_id,
 )
 from ferret.core.sources.incremental import IncrementalConnector
 from ferret.core.sources.service import find_configured, not_incremental, source_corpus, sync_source
@@ -121,14 +123,6 @@ def _counts(payload: Payload) -> dict[str, Any]:
     return {key: payload[key] for key in COUNTS if key in payload}
 
 
-def _payload(data: dict[str, Any]) -> Payload:
-    return dict(data)
-
-
-def _job_id(payload: Payload) -> int | None:
-    return int(payload["job_id"]) if payload.get("job_id") is not None else None
-
-
 SOURCE_SYNC: Pipeline[Payload] = Pipeline(
     kind=JOB_SOURCE_SYNC,
     stages=(
@@ -140,9 +134,9 @@ SOURCE_SYNC: Pipeline[Payload] = Pipeline(
             task="ferret.sources.sync_source",
         ),
     ),
-    load=_payload,
-    dump=_payload,
-    job_id=_job_id,
+    load=json_state,
+    dump=json_state,
+    job_id=payload_job_id,
     counts=_counts,
     description="Sync one configured source now, from its checkpoint (new, changed, deleted, permissions).",
     prepare=prepare_sync,

@@ -138,6 +138,16 @@ class JobLaunch:
     """Given the new job's id: the job's ``params`` (what the faces show) and its first stage's payload (JSON)."""
 
 
+def json_state(data: dict[str, Any]) -> dict[str, Any]:
+    """``load`` and ``dump`` of a pipeline whose state is its JSON payload itself (the one-stage corpus jobs)."""
+    return dict(data)
+
+
+def payload_job_id(payload: dict[str, Any]) -> int | None:
+    """``job_id`` of such a pipeline: the payload's ``job_id`` (None when it runs without a job row)."""
+    return int(payload["job_id"]) if payload.get("job_id") is not None else None
+
+
 @dataclass(frozen=True)
 class Pipeline(Generic[S]):
     """A job kind and its stages in order, with how its state travels as JSON between them."""
