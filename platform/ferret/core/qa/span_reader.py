@@ -72,15 +72,19 @@ class SpanReader:
         self.max_answer_tokens = max_answer_tokens
 
     @classmethod
-    def build(cls, base_path: str | Path, *, device: str = "cpu", **options: Any) -> SpanReader:
-        """A new reader on an encoder's weights; transformers warns that the start/end head is new."""
+    def build(cls, base_path: str | Path, *, device: str = "cpu", seed: int = 13, **options: Any) -> SpanReader:
+        """A new reader on an encoder's weights; transformers warns that the start/end head is new. The new head is
+        drawn with ``seed`` (in a forked RNG, leaving the caller's untouched), so the same data trains the same
+        reader whatever ran before in the process."""
         from transformers import AutoModelForQuestionAnswering
         from transformers.utils import logging as hf_logging
 
         verbosity = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()  # the "newly initialized qa_outputs" warning is expected here
         try:
-            model = AutoModelForQuestionAnswering.from_pretrained(str(base_path), local_files_only=True)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(seed)
+                model = AutoModelForQuestionAnswering.from_pretrained(str(base_path), local_files_only=True)
         finally:
             hf_logging.set_verbosity(verbosity)
         return cls(model.to(device), _tokenizer(base_path), **options)
