@@ -119,6 +119,22 @@ def add_example(page: object, search: str, title: str, query: str, position: int
     field.press("Enter")
 
 
+def choose(page: Any, select: str, option: str, attempts: int = 5) -> None:
+    """Open the selectbox with element key ``select`` and click ``option``. The Jobs page re-renders its job list every
+    two seconds, and a re-render can close an open dropdown before the option is clicked: open it again."""
+    for attempt in range(attempts):
+        page.locator(f".st-key-{select}").click()
+        item = page.get_by_role("option", name=option)
+        try:
+            item.wait_for(state="visible", timeout=5_000)
+            item.click(timeout=5_000)
+            return
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            page.keyboard.press("Escape")
+
+
 def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Path, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
@@ -139,15 +155,13 @@ def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Pa
             # 2. A tiny pipeline, watched until it succeeds.
             page.goto(f"{admin_url}/jobs")
             expect(page.get_by_role("heading", name="Jobs")).to_be_visible(timeout=60_000)
-            page.locator(".st-key-launch-task").click()
-            page.get_by_role("option", name="kb-trivia").click()
+            choose(page, "launch-task", "kb-trivia")
             for label, value in (("Queries per document", "6"), ("Training steps (0: scaled to the data)", "4")):
                 box = page.get_by_label(label)
                 box.fill(value)
                 box.press("Tab")
             page.get_by_label("Model version name (empty: <task>-job<id>)").fill("kb-trivia-e2e")
-            page.locator(".st-key-launch-promote").click()
-            page.get_by_role("option", name="force").click()
+            choose(page, "launch-promote", "force")
             page.get_by_role("button", name="Launch").click()
             expect(page.get_by_text("pipeline of task kb-trivia", exact=False).first).to_be_visible(timeout=60_000)
             finished = page.get_by_text(re.compile(r"kb-trivia · (succeeded|failed)")).first
