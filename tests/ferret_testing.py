@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -26,3 +32,32 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@contextmanager
+def running_process(
+    command: Sequence[str], *, ready_url: str, log: Path, timeout_s: float, env: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    """Run ``command`` (its output to ``log``) until ``ready_url`` answers 200, yield, then stop it (terminate, then
+    kill). A process that exits before it is ready fails with the tail of its log."""
+    with log.open("wb") as log_file:
+        process = subprocess.Popen(list(command), stdout=log_file, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            assert process.poll() is None, log.read_text()[-3000:]
+            try:
+                with urllib.request.urlopen(ready_url, timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                assert time.monotonic() < deadline, f"{command[0]} did not answer {ready_url} in {timeout_s:.0f} s"
+                time.sleep(0.3)
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +31,7 @@ from ferret.core.db.task import add_task
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.ui.runtime import close_runtime, open_context
-from ferret_testing import free_port, skip_or_fail
+from ferret_testing import free_port, running_process, skip_or_fail
 
 DOCUMENTS = {
     "paris.md": "# Paris\n\nParis is the capital and largest city of France, on the river Seine.",
@@ -212,28 +210,9 @@ def generator_url() -> Iterator[str]:
     log = Path(tempfile.mkdtemp(prefix="ferret-ui-llama-")) / "server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "smollm2"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            assert process.poll() is None, log.read_text()[-2000:]
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline, "llama_cpp.server did not start in 180 s"
-                time.sleep(0.3)
+    with running_process(command, ready_url=f"{url}/models", log=log, timeout_s=180):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture

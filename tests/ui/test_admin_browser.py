@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ferret_testing import free_port, skip_or_fail
+from ferret_testing import free_port, running_process, skip_or_fail
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -52,28 +49,9 @@ def running_admin(log: Path) -> Iterator[str]:
     port = free_port()
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     command = [sys.executable, "-c", "from ferret.cli.main import main; main()", "admin", "--port", str(port)]
-    with log.open("wb") as log_file:
-        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, env=environment)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    try:
-        while True:
-            assert process.poll() is None, log.read_text()[-3000:]
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline, "ferret admin did not answer in 120 s"
-                time.sleep(0.5)
+    with running_process(command, ready_url=f"{url}/_stcore/health", log=log, timeout_s=120, env=environment):
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @contextmanager
