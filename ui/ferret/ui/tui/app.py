@@ -92,16 +92,22 @@ class FerretSearchApp(App[None]):
         status.set_class(error, "error")
         status.update(Text.assemble((where, "bold"), "  ", message))
 
-    @work(thread=True, exclusive=True, group="corpora")
-    def load_corpora(self) -> None:
-        """Pick the first corpus when none was given."""
+    def _corpus_names(self) -> list[str]:
+        """The corpora the client can see, or none after telling the user why (runs in a worker thread)."""
         try:
             names = self.client.corpora()
         except FerretError as error:
             self.call_from_thread(self.show_status, str(error), error=True)
-            return
+            return []
         if not names:
             self.call_from_thread(self.show_status, "There are no corpora yet; ingest documents first.", error=True)
+        return names
+
+    @work(thread=True, exclusive=True, group="corpora")
+    def load_corpora(self) -> None:
+        """Pick the first corpus when none was given."""
+        names = self._corpus_names()
+        if not names:
             return
         self.corpus = names[0]
         self.call_from_thread(self.show_status, "Type a few words to search.")
@@ -207,13 +213,8 @@ class FerretSearchApp(App[None]):
 
     @work(thread=True, exclusive=True, group="corpora")
     def choose_corpus(self) -> None:
-        try:
-            names = self.client.corpora()
-        except FerretError as error:
-            self.call_from_thread(self.show_status, str(error), error=True)
-            return
+        names = self._corpus_names()
         if not names:
-            self.call_from_thread(self.show_status, "There are no corpora yet; ingest documents first.", error=True)
             return
         self.call_from_thread(self.push_screen, ChoiceScreen("Corpus", names, self.corpus), self._corpus_chosen)
 
