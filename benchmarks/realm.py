@@ -90,21 +90,29 @@ def prepare(
 
 
 # -- train (GPU or CPU, plain torch, no spaCy / Qdrant) -----------------------------------------------------------
-def _dense_run(model_path: str, data: dict[str, Any], device: str) -> dict[str, dict[str, float]]:
-    """Top 100 documents of each query by exact inner product (whole documents, 256 wordpieces)."""
+def _dense_run(
+    model_path: str, data: dict[str, Any], device: str, doc_model_path: str | None = None
+) -> dict[str, dict[str, float]]:
+    """Top 100 documents of each query by exact inner product (whole documents, 256 wordpieces); the documents are
+    embedded by ``doc_model_path`` when given (a REALM run with a frozen document tower)."""
     import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(model_path, device=device, local_files_only=True)
-    if device.startswith("cuda"):
-        model.half()
-    model.max_seq_length = 256
-    docs = model.encode(data["passages"], batch_size=256, normalize_embeddings=True, convert_to_numpy=True)
+    def load(path: str) -> Any:
+        model = SentenceTransformer(path, device=device, local_files_only=True)
+        if device.startswith("cuda"):
+            model.half()
+        model.max_seq_length = 256
+        return model
+
+    model = load(model_path)
+    doc_model = load(doc_model_path) if doc_model_path else model
+    docs = doc_model.encode(data["passages"], batch_size=256, normalize_embeddings=True, convert_to_numpy=True)
     query_ids = list(data["queries"])
     queries = model.encode([data["queries"][q] for q in query_ids], normalize_embeddings=True, convert_to_numpy=True)
     scores = np.asarray(queries, dtype=np.float32) @ np.asarray(docs, dtype=np.float32).T
-    del model
+    del model, doc_model
     torch.cuda.empty_cache() if device.startswith("cuda") else None
     run = {}
     for row, qid in enumerate(query_ids):
@@ -128,13 +136,17 @@ def _print_progress(activity: str, fraction: float, counts: dict[str, Any]) -> N
     print(f"{time.strftime('%H:%M:%S')} {activity} {100 * fraction:.0f}% {json.dumps(counts)}", flush=True)
 
 
-VARIANTS: dict[str, tuple[str, int]] = {
-    "realm": ("salient", 1),
-    "realm_random_span": ("random_span", 1),
-    "realm_random_token": ("random_token", 1),
-    "realm_stale_30x": ("salient", 30),
+VARIANTS: dict[str, dict[str, Any]] = {
+    "realm": {"masking": "salient"},
+    "realm_random_span": {"masking": "random_span"},
+    "realm_random_token": {"masking": "random_token"},
+    "realm_stale_30x": {"masking": "salient", "stale": 30},
+    "realm_frozen_doc": {"masking": "salient", "freeze_doc_tower": True},
+    "realm_low_lr": {"masking": "salient", "retriever_learning_rate": 3e-6},
 }
-"""Variant → (masking, refresh interval multiplier): the paper's ablations (Guu et al. 2020, Table 2)."""
+"""Variant → its settings: the paper's ablations (Guu et al. 2020, Table 2: masking; the refresh interval times
+``stale``) and two attempts at a retriever that drifts less from the base model (a frozen document tower; a
+retriever learning rate a third of the default)."""
 
 
 def train(
@@ -150,9 +162,12 @@ def train(
     k: int | None = None,
     mlm_warmup_steps: int | None = None,
     max_passage_tokens: int = 256,
+    base_run: bool = True,
+    stop_at: float | None = None,
 ) -> None:
     """ICT (unless ``ict_steps`` is 0) then each REALM variant; results merge into ``out/results.json`` so each
-    variant can run as its own short job."""
+    variant can run as its own short job. ``stop_at`` (a Unix time): the REALM steps stop early enough that the
+    WiSE-FT choice and the rankings still end before it (variants run as parallel processes on a leased GPU)."""
     import torch
     from sentence_transformers import SentenceTransformer
 
@@ -161,10 +176,12 @@ def train(
     from ferret.core.realm.masking import CorpusPassage, MaskedSentence, MaskingStrategy
     from ferret.core.realm.refresh import MatrixRefreshStore
     from ferret.core.realm.trainer import RealmData, RealmTrainer
-    from ferret.core.training.dual_encoder_trainer import average_with_base
+    from realm_wise import choose_share
 
     started = time.perf_counter()
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.backends.cuda.matmul.allow_tf32 = True  # TF32 matmuls: the loop was 1.5 s/step in plain fp32 on the H100
+    torch.backends.cudnn.allow_tf32 = True
     with gzip.open(bundle / "data.json.gz", "rt") as handle:
         data = json.load(handle)
     out.mkdir(parents=True, exist_ok=True)
@@ -177,7 +194,7 @@ def train(
     def save() -> None:
         path.write_text(json.dumps(results))
 
-    if "base" not in results["runs"]:
+    if base_run and "base" not in results["runs"]:
         results["runs"]["base"] = _dense_run(base, data, device)
         save()
 
@@ -196,7 +213,8 @@ def train(
             save()
         start_dir = str(ict_dir)
     for name in variants:
-        masking, stale = VARIANTS[name]
+        settings = VARIANTS[name]
+        masking, stale = settings["masking"], settings.get("stale", 1)
         if time.perf_counter() - started > budget_s:
             results["realm"][name] = {"skipped": "time budget"}
             continue
@@ -217,6 +235,8 @@ def train(
             max_held_out=256 if device == "cuda" else 32,
             max_passage_tokens=max_passage_tokens,
             device=device,
+            freeze_doc_tower=settings.get("freeze_doc_tower", False),
+            retriever_learning_rate=settings.get("retriever_learning_rate", RealmConfig.retriever_learning_rate),
         )
         trainer = RealmTrainer(
             config,
@@ -225,21 +245,31 @@ def train(
             MatrixRefreshStore(),
             out / f"run_{name}",
             progress=_print_progress,
+            time_budget_s=None if stop_at is None else stop_at - time.time() - 75,  # 75 s: WiSE-FT and rankings
         )
         result = trainer.run()
-        model = SentenceTransformer(result.best_dir, device=device, local_files_only=True)
-        average_with_base(model, base, 0.5)
-        wise_dir = out / f"{name}_wise"
-        model.save(str(wise_dir))
+        wise = choose_share(trainer, result.best_dir, base, out, name)
         results["realm"][name] = {
             **result.as_dict(),
             "refresh_every": config.refresh_every,
+            "freeze_doc_tower": config.freeze_doc_tower,
+            "retriever_learning_rate": config.retriever_learning_rate,
+            "wise_ru": wise["shares"],
+            "wise_chosen": wise["chosen"],
             "wall_s": round(time.perf_counter() - run_started, 1),
         }
-        results["runs"][name] = _dense_run(str(wise_dir), data, device)
-        if name == "realm" and device == "cuda":  # one ranking less on CPU
-            results["runs"]["realm_no_wise"] = _dense_run(result.best_dir, data, device)
+        docs = base if config.freeze_doc_tower else None
+        # the RU-chosen share is the variant's row; the other shares are rankings for the record, chosen by nothing
+        results["runs"][name] = _dense_run(wise["dirs"][wise["chosen"]], data, device, docs)
         save()
+        if device == "cuda":
+            for share, folder in wise["dirs"].items():
+                if share not in ("0", wise["chosen"]):
+                    results["runs"][f"{name}@{share}"] = _dense_run(folder, data, device, docs)
+            save()
+        link = out / f"{name}_wise"  # what realm_qa.py and realm_promptagator.py read
+        link.unlink(missing_ok=True)
+        link.symlink_to(Path(wise["dirs"][wise["chosen"]]).resolve())
     results["wall_s"] = round(time.perf_counter() - started, 1)
     save()
     print(json.dumps({k: v for k, v in results.items() if k != "runs"}, default=str)[:6000])
@@ -300,6 +330,9 @@ def report(dataset: Path, results_path: Path, split: str, png: Path | None) -> N
             f"{mlm.get('seconds', 0):.0f} s loss {mlm.get('first_loss', 0):.2f} → {mlm.get('last_loss', 0):.2f}"
         )
         print(f"  RU by step: {curve}")
+        if "wise_ru" in run:
+            shares = ", ".join(f"{share}:{ru:+.3f}" for share, ru in run["wise_ru"].items())
+            print(f"  held-out RU by REALM share of WiSE-FT (0 = base): {shares}; chosen {run['wise_chosen']}")
     if png is None:
         return
     from ferret.core.realm.plot import plot_utility
@@ -332,6 +365,8 @@ def main() -> None:
     t.add_argument("--k", type=int, default=None)
     t.add_argument("--mlm-warmup-steps", type=int, default=None)
     t.add_argument("--max-passage-tokens", type=int, default=256)
+    t.add_argument("--no-base-run", action="store_true", help="another process ranks with the base model")
+    t.add_argument("--stop-at", type=float, default=None, help="Unix time by which the process must be done")
     r = sub.add_parser("report")
     r.add_argument("--dataset", type=Path, required=True)
     r.add_argument("--results", type=Path, required=True)
@@ -353,6 +388,8 @@ def main() -> None:
             k=args.k,
             mlm_warmup_steps=args.mlm_warmup_steps,
             max_passage_tokens=args.max_passage_tokens,
+            base_run=not args.no_base_run,
+            stop_at=args.stop_at,
         )
     else:
         report(args.dataset, args.results, args.split, args.png)

@@ -46,7 +46,15 @@ class _OutOfTime(Exception):
 
 
 def train_reader(
-    dataset: Path, bundle: Path, out: Path, steps: int, batch_size: int, max_tokens: int, budget_s: float
+    dataset: Path,
+    bundle: Path,
+    out: Path,
+    steps: int,
+    batch_size: int,
+    max_tokens: int,
+    budget_s: float,
+    device: str = "cpu",
+    base: Path | None = None,
 ) -> None:
     from ferret.core.encoder.registry import base_model_path
     from ferret.core.qa.span_reader import SpanReader, train_span_reader
@@ -56,7 +64,7 @@ def train_reader(
     questions, passages = load_qa_dataset(dataset)
     kept = [q for q in questions if _article(q.gold_passage) not in corpus_articles]
     examples = reading_examples(kept, passages)
-    reader = SpanReader.build(base_model_path(), max_tokens=max_tokens)
+    reader = SpanReader.build(base or base_model_path(), max_tokens=max_tokens, device=device)
     started = time.perf_counter()
     losses: list[tuple[int, float]] = []
 
@@ -87,7 +95,14 @@ def train_reader(
 
 
 def evaluate(
-    dataset: Path, bundle: Path, reader_dir: Path, retrievers: list[str], max_questions: int, k: int, seed: int
+    dataset: Path,
+    bundle: Path,
+    reader_dir: Path,
+    retrievers: list[str],
+    max_questions: int,
+    k: int,
+    seed: int,
+    device: str = "cpu",
 ) -> None:
     import numpy as np
     from sentence_transformers import SentenceTransformer
@@ -104,7 +119,7 @@ def evaluate(
     questions = sorted(
         random.Random(seed).sample(questions, min(max_questions, len(questions))), key=lambda q: q.question_id
     )
-    reader = SpanReader.load(reader_dir)
+    reader = SpanReader.load(reader_dir, device=device)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(
         f"open-domain QA, {dataset.name}: {len(questions)} questions over {len(doc_ids)} passages, k={k}, "
@@ -114,7 +129,10 @@ def evaluate(
     for spec in retrievers:
         name, path = spec.split("=", 1)
         started = time.perf_counter()
-        model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        if not Path(path).exists():
+            print(f"{name:<22} missing: {path}")
+            continue
+        model = SentenceTransformer(path, device=device, local_files_only=True)
         model.max_seq_length = 256
         passages = np.asarray(model.encode(data["passages"], batch_size=32, normalize_embeddings=True))
         queries = np.asarray(model.encode([q.question for q in questions], normalize_embeddings=True))
@@ -143,6 +161,8 @@ def main() -> None:
     t.add_argument("--batch-size", type=int, default=16)
     t.add_argument("--max-tokens", type=int, default=256)
     t.add_argument("--budget-s", type=float, default=480.0, help="stop training (and save) after this many seconds")
+    t.add_argument("--device", default="cpu")
+    t.add_argument("--base", type=Path, default=None, help="the encoder to start from (default: the base MiniLM)")
     e = sub.add_parser("eval")
     e.add_argument("--dataset", type=Path, required=True)
     e.add_argument("--bundle", type=Path, required=True)
@@ -151,11 +171,24 @@ def main() -> None:
     e.add_argument("--max-questions", type=int, default=200)
     e.add_argument("--k", type=int, default=5)
     e.add_argument("--seed", type=int, default=13)
+    e.add_argument("--device", default="cpu")
     args = parser.parse_args()
     if args.command == "train-reader":
-        train_reader(args.dataset, args.bundle, args.out, args.steps, args.batch_size, args.max_tokens, args.budget_s)
+        train_reader(
+            args.dataset,
+            args.bundle,
+            args.out,
+            args.steps,
+            args.batch_size,
+            args.max_tokens,
+            args.budget_s,
+            args.device,
+            args.base,
+        )
     else:
-        evaluate(args.dataset, args.bundle, args.reader, args.retriever, args.max_questions, args.k, args.seed)
+        evaluate(
+            args.dataset, args.bundle, args.reader, args.retriever, args.max_questions, args.k, args.seed, args.device
+        )
 
 
 if __name__ == "__main__":

@@ -101,3 +101,27 @@ def test_a_killed_run_resumes_from_its_checkpoint(
     assert result.resumed_from == 1
     assert len(result.losses) == 2  # one step from before the kill, one after
     assert [u["step"] for u in result.utility] == [0, 2]
+
+
+def test_a_time_budget_ends_the_run_early_measured_and_checkpointed(
+    tmp_path: Path, tiny_passages: Callable[..., list[CorpusPassage]]
+) -> None:
+    import torch
+
+    passages = tiny_passages()
+    train, held = split_held_out(SpanMasker("salient").mask(passages, seed=13), 0.2, 13)
+    config = RealmConfig(
+        steps=3, k=2, batch_size=2, mlm_warmup_steps=0, refresh_every=1, eval_every=3, checkpoint_every=3
+    )
+    trainer = RealmTrainer(
+        config,
+        base_model_path(),
+        RealmData(passages, train, held[:3]),
+        MatrixRefreshStore(),
+        tmp_path,
+        time_budget_s=0.0,
+    )
+    result = trainer.run()
+    assert result.steps == 1 and len(result.losses) == 1  # the budget was spent after the first step
+    assert [u["step"] for u in result.utility] == [0, 1]  # measured where it stopped, not at step 3
+    assert torch.load(trainer.checkpoint_path, weights_only=False)["step"] == 1

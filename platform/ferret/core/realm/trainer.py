@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -91,8 +92,13 @@ class RealmTrainer:
         run_dir: Path,
         *,
         progress: Progress = _quiet,
+        time_budget_s: float | None = None,
     ) -> None:
+        """``time_budget_s``: stop after the first step that ends past this many seconds from ``run``'s start,
+        measuring and checkpointing there as at the last step (a benchmark on a leased GPU, where the step time
+        under contention is not known in advance)."""
         self.config = config
+        self.time_budget_s = time_budget_s
         self.base_path = str(base_path)
         self.data = data
         self.store = store
@@ -229,6 +235,7 @@ class RealmTrainer:
     # -- the loop ----------------------------------------------------------------------------------------------
     def run(self) -> RealmResult:
         config = self.config
+        started = time.monotonic()
         check_enough_passages(self.data.passages, self.k)
         retriever, reader, saved = self._models()
         assert saved is not None
@@ -303,26 +310,30 @@ class RealmTrainer:
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 done = step + 1
+                out_of_time = self.time_budget_s is not None and time.monotonic() - started > self.time_budget_s
+                last = done == config.steps or out_of_time
                 losses.append(round(float(loss.detach()), 5))
                 staleness.append(step - view.step)
-                if done % config.refresh_every == 0 and done < config.steps:
+                if done % config.refresh_every == 0 and not last:
                     refresher.submit(retriever.doc_snapshot(), done)
-                if done % config.eval_every == 0 or done == config.steps:
+                if done % config.eval_every == 0 or last:
                     measure(done)
-                if done % config.checkpoint_every == 0 or done == config.steps:
+                if done % config.checkpoint_every == 0 or last:
                     checkpoint(done)
                 self.progress(
                     "REALM pre-training",
                     done / config.steps,
                     {"step": done, "loss": losses[-1], "staleness": staleness[-1], "index_version": view.version},
                 )
+                if out_of_time:
+                    break
         finally:
             refresher.close()
             close = getattr(self.store, "close", None)
             if close is not None:
                 close()
         return RealmResult(
-            steps=config.steps,
+            steps=len(losses),
             k=self.k,
             best_step=int(best["step"]),
             best_utility=float(best["utility"]),
