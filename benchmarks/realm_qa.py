@@ -56,7 +56,6 @@ def train_reader(
     device: str = "cpu",
     base: Path | None = None,
 ) -> None:
-    from ferret.core.encoder.registry import base_model_path
     from ferret.core.qa.span_reader import SpanReader, train_span_reader
     from ferret.core.qa.squad import load_qa_dataset, reading_examples
 
@@ -64,7 +63,11 @@ def train_reader(
     questions, passages = load_qa_dataset(dataset)
     kept = [q for q in questions if _article(q.gold_passage) not in corpus_articles]
     examples = reading_examples(kept, passages)
-    reader = SpanReader.build(base or base_model_path(), max_tokens=max_tokens, device=device)
+    if base is None:  # the registry needs the database modules, which the GPU machine lacks: pass --base there
+        from ferret.core.encoder.registry import base_model_path
+
+        base = base_model_path()
+    reader = SpanReader.build(base, max_tokens=max_tokens, device=device)
     started = time.perf_counter()
     losses: list[tuple[int, float]] = []
 
