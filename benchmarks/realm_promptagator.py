@@ -44,7 +44,7 @@ def export(home: Path, run_id: int, out: Path) -> None:
         task = session.get(RetrievalTask, run.task_id)
         assert task is not None
         texts = passage_texts(document_texts(session, task.corpus))
-        data = {
+        data: dict[str, Any] = {
             "run": run_id,
             "queries": [query for query, _ in train],
             "passages": [texts[doc_id] for _, doc_id in train],
