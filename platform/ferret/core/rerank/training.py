@@ -69,10 +69,10 @@ class TrainingGroup:
         return asdict(self)
 
 
-def check_pair_count(count: int, minimum: int = MIN_PAIRS) -> None:
+def check_pair_count(count: int, minimum: int = MIN_PAIRS, *, what: str = "a reranker") -> None:
     if count < minimum:
         raise InvalidInputError(
-            f"Only {count} kept synthetic pairs; a reranker needs at least {minimum} (generate for more documents)."
+            f"Only {count} kept synthetic pairs; {what} needs at least {minimum} (generate for more documents)."
         )
 
 

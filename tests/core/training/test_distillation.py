@@ -1,0 +1,54 @@
+"""Margin-MSE distillation (GPL) moves the dual encoder's score margins towards the teacher's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ferret.core.encoder.registry import base_model_path
+from ferret.core.errors import InvalidInputError
+from ferret.core.rerank.training import TrainingGroup
+from ferret.core.training.distillation import DistillationConfig, train_margin_mse
+
+GROUPS = [
+    TrainingGroup("aspirin and platelets", "Aspirin blocks platelet aggregation.", ["Paris hosted the 1889 fair."]),
+    TrainingGroup("tower built in paris", "The Eiffel Tower opened in 1889.", ["Chloroplasts capture light."]),
+    TrainingGroup("plant light energy", "Photosynthesis runs in chloroplasts.", ["Lists over-allocate memory."]),
+    TrainingGroup("python list growth", "Python lists over-allocate when they grow.", ["Aspirin thins blood."]),
+]
+
+
+def _margins(path: Path | str, scale: float) -> np.ndarray:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(str(path), device="cpu")
+    q = model.encode([g.query for g in GROUPS], normalize_embeddings=True)
+    p = model.encode([g.positive for g in GROUPS], normalize_embeddings=True)
+    n = model.encode([g.negatives[0] for g in GROUPS], normalize_embeddings=True)
+    return np.asarray(scale * ((q * p).sum(-1) - (q * n).sum(-1)))
+
+
+@pytest.mark.slow
+def test_the_student_learns_the_teachers_margins(tmp_path: Path) -> None:
+    # The teacher says: the second and fourth "positives" are worse than their negatives (margin −4), the others
+    # better (+4). The base encoder prefers every positive, so only learning the margins flips those two.
+    teacher = [[2.0, -2.0], [-2.0, 2.0], [2.0, -2.0], [-2.0, 2.0]]
+    config = DistillationConfig(epochs=1, min_steps=30, batch_size=4, learning_rate=1e-4, scale=20.0)
+    before = _margins(base_model_path(), config.scale)
+    assert (before > 0).all()
+    report = train_margin_mse(GROUPS, teacher, base_model_path(), tmp_path / "student", config, device="cpu",
+                              minimum_pairs=1)  # fmt: skip
+    after = _margins(tmp_path / "student", config.scale)
+    assert report["objective"] == "margin-mse" and report["steps"] == 30
+    assert report["loss_last"] < report["loss_first"] / 4
+    assert after[1] < 0 and after[3] < 0 and after[0] > 0 and after[2] > 0, after
+
+
+def test_distillation_refuses_too_few_groups_and_mismatched_scores(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="Only 4 kept synthetic pairs; distillation needs at least 200"):
+        train_margin_mse(GROUPS, [[0.0, 0.0]] * 4, base_model_path(), tmp_path / "s")
+    with pytest.raises(InvalidInputError, match="do not match the training groups"):
+        train_margin_mse(GROUPS, [[0.0]] * 4, base_model_path(), tmp_path / "s", minimum_pairs=1)
+    assert not (tmp_path / "s").exists()
