@@ -283,7 +283,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
             p = vectors[f"{label}_passages"].astype(np.float32)
             q = vectors[f"{label}_queries"].astype(np.float32)
             sims = q @ p.T
-            dense_runs, hybrid = {}, {"rrf": {}, f"convex α={args.alpha}": {}}
+            dense_runs: dict[str, dict[str, float]] = {}
+            hybrid: dict[str, dict[str, dict[str, float]]] = {"rrf": {}, f"convex α={args.alpha}": {}}
             for qi, r in enumerate(rows):
                 best: dict[str, float] = {}
                 for pi in np.argsort(-sims[qi])[:300]:
@@ -293,8 +294,8 @@ def report(args: argparse.Namespace) -> dict[str, Any]:
                 dense_hits = [SearchHit(d, s, {}) for d, s in ranked]
                 sparse_hits = [SearchHit(d, s, {}) for d, s in zip(r["sparse_ids"], r["sparse"], strict=True)]
                 for key, fusion in (("rrf", Fusion()), (f"convex α={args.alpha}", Fusion("convex", args.alpha, "tmm"))):
-                    fused = fuse(dense_hits, sparse_hits, fusion, limit=100)
-                    hybrid[key][r["qid"]] = {h.id: h.score for h in fused}
+                    merged = fuse(dense_hits, sparse_hits, fusion, limit=100)
+                    hybrid[key][r["qid"]] = {h.id: h.score for h in merged}
             for mode, run in (("dense", dense_runs), *[(f"hybrid {k}", v) for k, v in hybrid.items()]):
                 m = evaluate_run(run, qrels)
                 table["distillation"].append({"encoder": label, "mode": mode, **{k: round(v, 2) for k, v in m.items()}})

@@ -20,9 +20,10 @@ import numpy as np
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.errors import ConflictError
 
-MAX_PAIR_TOKENS = 256
-"""Query + passage wordpieces the cross-encoder reads: enough for a claim and an abstract's first half, and the
-cost of a pair grows with it (benchmarks/RESULTS.md, reranker latency)."""
+MAX_PAIR_TOKENS = 128
+"""Query + passage wordpieces the cross-encoder reads. The cost of a pair grows with it: 128 takes 0.56–0.68 of
+256's CPU time, and on SciFact's test split (H100 scores of the same reranker) it changes the best fused nDCG@10 by
+−0.2 at depth 10 and +0.5 at depth 20 (benchmarks/RESULTS.md, issue 12, third session). Training reads 256."""
 
 _CACHE: dict[str, Reranker] = {}
 _LOCK = threading.Lock()

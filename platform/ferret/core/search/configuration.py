@@ -35,11 +35,14 @@ from ferret.core.settings import FerretSettings
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RERANK_DEPTH = 20
-"""Documents the reranker reads per query by default. Measured on 2 near-idle CPU cores (fp32, 256 wordpieces per
-pair): 1.8 s p50 at this depth, six times issue 12's 300 ms budget; shorter pairs and int8 each halve it
-(benchmarks/RESULTS.md, issue 12 second session). No trained reranker has beaten the first stage yet, so none is
-promoted and the depth is not tuned to the budget."""
+DEFAULT_RERANK_DEPTH = 10
+"""Documents the reranker reads per query by default: the deepest setting whose p50 can meet issue 12's 300 ms on
+2 CPU cores. Per query on the shared cores (benchmarks/rerank_latency.py, CPU-time p50 at load 13–16): fp32 at
+256 wordpieces 1,690 ms at depth 10 and 2,613 at depth 20; 128 wordpieces and ONNX Runtime int8 424 ms at depth 10,
+818 at depth 20; scaled by the near-idle fp32 figure (1.8 s at depth 20) that is ≈ 290 ms at depth 10 and ≈ 560 at
+20. Quality on SciFact (H100, 300 test queries): the trained reranker's best fused weight costs 0.8 nDCG@10 at
+depth 10 and 1.8 at depth 20 against the first stage alone, so no depth buys quality yet
+(benchmarks/RESULTS.md, issue 12, third session)."""
 
 _ACTIVE_TTL_S = 2.0
 
