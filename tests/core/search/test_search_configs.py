@@ -226,7 +226,10 @@ def test_guard_and_tuning_read_different_held_out_queries() -> None:
 def test_a_reranker_needs_enough_pairs_and_skips_the_top_ranks() -> None:
     with pytest.raises(InvalidInputError, match="Only 150 kept synthetic pairs; a reranker needs at least 200"):
         check_pair_count(150)
-    config = RerankerTrainingConfig(negatives=3, skip_top=2, mine_depth=8)
+    config = RerankerTrainingConfig(negatives=2, pool=3, skip_top=2, mine_depth=8)
     mined = mine_negatives([[1, 2, 3, 4, 5, 6, 7, 8, 9]], [4], config)[0]
     assert len(mined) == 3 and set(mined) <= {3, 5, 6, 7, 8}
     assert mine_negatives([[1, 2, 3, 4, 5, 6, 7, 8, 9]], [4], config) == [mined]  # seeded
+    # a pool larger than the ranks keeps them all (training draws ``negatives`` of them each epoch)
+    wide = RerankerTrainingConfig(negatives=2, pool=30, skip_top=2, mine_depth=8)
+    assert sorted(mine_negatives([[1, 2, 3, 4, 5, 6, 7, 8, 9]], [4], wide)[0]) == [3, 5, 6, 7, 8]
