@@ -59,8 +59,9 @@ class PipelineConfig:
     """Issue 12: after the index stage, tune a search configuration (fusion weight from the task's evidence) around
     the retriever and let the configuration guard decide whether it replaces the active one."""
     reranker: bool = False
-    """Also train a cross-encoder reranker on the kept pairs (at least 200) for the configuration; off by default,
-    since on 2 CPU cores its training takes minutes (the gpu queue runs it in seconds)."""
+    """Also train a cross-encoder reranker on the kept pairs (at least 200) for the configuration; off by default:
+    its ≥ 600 steps of 128 pairs took 49 s on an H100 and would take hours on 2 CPU cores (scoring alone runs at
+    ~11 pairs/s there), and the trained one has not beaten the first stage yet (benchmarks/RESULTS.md, issue 12)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
