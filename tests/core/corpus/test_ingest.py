@@ -318,3 +318,26 @@ def test_a_repeated_id_in_one_load_keeps_the_first_and_reports_the_rest(
     again = Ingestor(session, settings, backend, corpus).run(RepeatingConnector())
 
     assert (again.added, again.updated, again.unchanged, again.deleted) == (0, 0, 2, 0)
+
+
+def test_an_incremental_ingest_keeps_every_live_versions_passage_count_true(
+    session: Session, settings: FerretSettings, backend: EdgeIndexBackend, corpus: Corpus, folder: Path
+) -> None:
+    """Issue 11, item 12: `ferret index list` showed 357 passages for 112 points after an incremental ingest."""
+    ingest(session, settings, backend, folder)
+    build_and_promote(session, settings, backend)
+    build_and_promote(session, settings, backend)  # a ready version and an active one
+    (folder / "epsilon.txt").write_text("Lighthouses guided ships along the rocky coast of Brittany.")
+    (folder / "zeta.txt").write_text("Beekeepers harvest honey in late summer from the upper boxes.")
+    (folder / "gamma.html").unlink()
+
+    report = ingest(session, settings, backend, folder)
+
+    assert (report.added, report.deleted) == (2, 1)
+    total = passage_count(session, corpus)
+    assert total == 5
+    with session_scope(settings.database_url) as fresh:  # what `ferret index list` reads, from the committed rows
+        versions = live_index_versions(fresh, get_corpus(fresh, "docs"))
+        assert len(versions) == 2
+        for version in versions:
+            assert (version.passage_count, version.point_count) == (total, total), version.collection

@@ -295,10 +295,15 @@ class VersionedCollection:
                 continue
             readable.append(index_version)
         refused = [point_id(self.corpus.id, pid) for pid in self.writer.refused_passage_ids]
+        if readable:
+            self.session.flush()  # quarantined documents leave the count
+            passages = indexable_passage_count(self.session, self.corpus)
         for index_version in readable:
             if refused:  # another version may have taken a document this one refused
                 self.backend.delete(index_version.collection, refused)
+            # Both counts follow every diff, so `ferret index list` never shows the build's stale passage count.
             index_version.point_count = self.backend.count(index_version.collection)
+            index_version.passage_count = passages
 
     # -- versions that cannot be loaded -------------------------------------------------------------------------
     def replace_unreadable(self, index_version: IndexVersion, reason: str) -> IndexVersion | None:
