@@ -7,10 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from sqlalchemy import event
 from sqlalchemy.orm import Session
 
 from ferret.connectors.beir.connector import BeirConnector
 from ferret.core.corpus.ingest import Ingestor
+from ferret.core.db.activation import INDEX, activation_history, last_activations
 from ferret.core.db.corpus import corpus_counts, create_corpus
 from ferret.core.db.index_version import active_index_version, create_index_version, list_index_versions
 from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion
@@ -113,15 +115,114 @@ def test_second_promotion_demotes_the_first_and_rollback_restores_it(
 def test_rollback_without_an_earlier_version_is_a_user_error(
     session: Session, corpus: Corpus, model: ModelVersion, versions: VersionedCollection
 ) -> None:
-    with pytest.raises(NotFoundError, match="no earlier ready version"):
+    with pytest.raises(NotFoundError, match="nothing left to roll back to"):
         versions.rollback()
 
     versions.promote(versions.build(model))
     versions.build(model)  # ready but never active: not a rollback target
 
-    with pytest.raises(NotFoundError, match="no earlier ready version"):
+    with pytest.raises(NotFoundError, match="nothing left to roll back to"):
         versions.rollback()
     assert states(session, corpus) == {1: IndexState.ACTIVE, 2: IndexState.READY}
+
+
+def test_rollback_walks_back_through_the_activation_history_and_says_when_nothing_is_left(
+    session: Session, backend: EdgeIndexBackend, corpus: Corpus, model: ModelVersion, versions: VersionedCollection
+) -> None:
+    """Issue 11, item 12: rollback toggled between the last two versions (v3 -> v2 -> v3)."""
+    for actor in ("cli:ann@host", "key:ops", "key:ops"):
+        versions.promote(versions.build(model), actor=actor)
+
+    assert versions.rollback(actor="cli:bob@host").version == 2
+    assert backend.resolve_alias("kb") == "kb__v2"
+    assert versions.rollback(actor="cli:bob@host").version == 1
+    assert backend.resolve_alias("kb") == "kb__v1"
+    with pytest.raises(NotFoundError, match=r"nothing left to roll back to \(version 1 is the oldest"):
+        versions.rollback()
+    assert states(session, corpus) == {1: IndexState.ACTIVE, 2: IndexState.READY, 3: IndexState.READY}
+    assert backend.resolve_alias("kb") == "kb__v1"
+
+    history = [(a.version, a.actor, a.via) for a in activation_history(session, corpus, INDEX)]
+    assert history == [
+        (1, "cli:ann@host", "promote"),
+        (2, "key:ops", "promote"),
+        (3, "key:ops", "promote"),
+        (2, "cli:bob@host", "rollback"),
+        (1, "cli:bob@host", "rollback"),
+    ]
+    last = last_activations(session, corpus, INDEX)
+    assert (last[1].via, last[2].via, last[3].via) == ("rollback", "rollback", "promote")
+
+    versions.promote(list_index_versions(session, corpus)[2])  # v3 again: one step back is v1 now
+    assert versions.rollback().version == 1
+
+
+def test_rollback_passes_over_a_version_that_no_longer_serves(
+    session: Session, backend: EdgeIndexBackend, corpus: Corpus, model: ModelVersion, versions: VersionedCollection
+) -> None:
+    for _ in range(3):
+        versions.promote(versions.build(model))
+    versions.collect(keep=1)  # v1 retired, v2 kept
+
+    assert versions.rollback().version == 2
+    with pytest.raises(NotFoundError, match="nothing left to roll back to"):
+        versions.rollback()
+    assert backend.resolve_alias("kb") == "kb__v2"
+
+
+class _SwapFails(RuntimeError):
+    pass
+
+
+def test_a_promotion_whose_alias_swap_fails_changes_neither_history_nor_alias(
+    session: Session,
+    backend: EdgeIndexBackend,
+    corpus: Corpus,
+    model: ModelVersion,
+    versions: VersionedCollection,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    versions.promote(versions.build(model))
+    versions.promote(versions.build(model))
+    before = [(a.version, a.via, a.withdrawn) for a in activation_history(session, corpus, INDEX)]
+
+    def refuse(alias: str, collection: str) -> None:
+        raise _SwapFails("the index store refused the swap")
+
+    monkeypatch.setattr(backend, "set_alias", refuse)
+    with pytest.raises(_SwapFails):
+        versions.rollback()
+    monkeypatch.undo()
+
+    assert [(a.version, a.via, a.withdrawn) for a in activation_history(session, corpus, INDEX)] == before
+    assert states(session, corpus) == {1: IndexState.READY, 2: IndexState.ACTIVE}
+    assert backend.resolve_alias("kb") == "kb__v2"
+    assert versions.rollback().version == 1  # the same rollback, once the swap works
+
+
+def test_a_promotion_whose_commit_fails_after_the_swap_puts_the_alias_back(
+    session: Session, backend: EdgeIndexBackend, corpus: Corpus, model: ModelVersion, versions: VersionedCollection
+) -> None:
+    """The alias is swapped between flush and commit: a commit that fails must not leave search on the new version
+    while the database and the history still name the old one."""
+    versions.promote(versions.build(model))
+    versions.promote(versions.build(model))
+
+    def refuse_commit(_session: Session) -> None:
+        raise _SwapFails("the database went away at commit")
+
+    event.listen(session, "before_commit", refuse_commit)
+    try:
+        with pytest.raises(_SwapFails):
+            versions.rollback()
+    finally:
+        event.remove(session, "before_commit", refuse_commit)
+
+    assert backend.resolve_alias("kb") == "kb__v2"
+    assert states(session, corpus) == {1: IndexState.READY, 2: IndexState.ACTIVE}
+    assert [(a.version, a.withdrawn) for a in activation_history(session, corpus, INDEX)] == [(1, False), (2, False)]
+    assert versions.rollback().version == 1
+    assert backend.resolve_alias("kb") == "kb__v1"
 
 
 def test_collect_retires_old_ready_versions_but_never_the_active_one(

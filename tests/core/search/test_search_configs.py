@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from ferret.connectors.filesystem.connector import FilesystemConnector
 from ferret.core.corpus.ingest import Ingestor
+from ferret.core.db.activation import CONFIG, activation_history
 from ferret.core.db.audit import list_events
 from ferret.core.db.corpus import create_corpus
 from ferret.core.db.engine import session_scope
@@ -129,6 +130,30 @@ def test_promotions_and_rollbacks_are_in_the_audit_trail(home: Home) -> None:
     assert promotions[2][2]["version"] == first.version
     rollback = list_events(home.session, limit=1, action="config.rollback")[0]
     assert (rollback.actor, rollback.detail) == ("cli:ann@host", {"version": first.version, "previous": second.version})
+
+
+def test_configuration_rollback_walks_back_through_the_history(home: Home) -> None:
+    """As index rollback (issue 11, item 12): 3 -> 2 -> 1, not 3 -> 2 -> 3."""
+    weights = (0.2, 0.5, 0.8)
+    configs = [
+        create_search_config(home.session, home.corpus, home.base, Fusion("convex", w).to_json()) for w in weights
+    ]
+    home.session.commit()
+    for config in configs:
+        promote_config(home.session, home.settings, home.backend, home.corpus, config, actor="key:ops")
+
+    rollback = [rollback_config(home.session, home.settings, home.backend, home.corpus) for _ in range(2)]
+
+    assert rollback == [configs[1], configs[0]]
+    assert active_search_config(home.session, home.corpus) == configs[0]
+    recent = activation_history(home.session, home.corpus, CONFIG)[-5:]
+    assert [(a.version, a.via, a.withdrawn) for a in recent] == [
+        (configs[0].version, "promote", True),
+        (configs[1].version, "promote", True),
+        (configs[2].version, "promote", True),
+        (configs[1].version, "rollback", True),
+        (configs[0].version, "rollback", False),
+    ]
 
 
 def test_an_unknown_configuration_is_a_clear_error(home: Home) -> None:

@@ -259,6 +259,25 @@ class SearchConfig(Base):
     reranker: Mapped[ModelVersion | None] = relationship(foreign_keys=[reranker_id])
 
 
+class Activation(Base):
+    """One activation of an index version (``kind`` "index") or a search configuration ("config") of a corpus.
+
+    The rows not ``withdrawn``, oldest first, are the stack a rollback walks back (v3 → v2 → v1): a rollback
+    withdraws the current row and its target's row and adds the target again (``via`` "rollback"), so the next
+    rollback goes one further back. Every row stays as the history `ferret index list` shows."""
+
+    __tablename__ = "activations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    corpus_id: Mapped[int] = mapped_column(ForeignKey("corpora.id", ondelete="CASCADE"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer)
+    activated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    actor: Mapped[str] = mapped_column(String(256))
+    via: Mapped[str] = mapped_column(String(16), default="promote")
+    withdrawn: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+
+
 class Job(Base):
     """A unit of long work (ingest, index build, training) and its progress, shown by the CLI and admin."""
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from sqlalchemy.orm import Session
 
+from ferret.core.db.activation import INDEX, PROMOTE, ROLLBACK, record_activation, rollback_target
 from ferret.core.db.audit import SYSTEM_ACTOR, record_event
 from ferret.core.db.document import (
     indexable_documents,
@@ -208,9 +209,12 @@ class VersionedCollection:
         index_version.ready_at = utcnow()
         self.session.commit()
 
-    def promote(self, index_version: IndexVersion, *, actor: str = SYSTEM_ACTOR) -> IndexVersion:
-        """Make a ready version the one search reads: one atomic alias swap, then the database record (and the
-        audit trail, naming ``actor``)."""
+    def promote(self, index_version: IndexVersion, *, actor: str = SYSTEM_ACTOR, via: str = PROMOTE) -> IndexVersion:
+        """Make a ready version the one search reads: one atomic alias swap, committed with the database record, the
+        activation history and the audit trail (naming ``actor``).
+
+        The rows are flushed before the swap and committed after it; if the swap fails nothing is committed, and if
+        the commit fails the alias is swapped back, so history and alias never disagree."""
         if index_version.corpus_id != self.corpus.id:
             raise ConflictError("That index version belongs to another corpus.")
         if index_version.state == IndexState.ACTIVE:
@@ -221,11 +225,12 @@ class VersionedCollection:
                 "only a ready version can be promoted."
             )
         previous = active_index_version(self.session, self.corpus)
-        self.backend.set_alias(self.alias, index_version.collection)
+        restore = self.backend.resolve_alias(self.alias)
         if previous is not None:
             previous.state = IndexState.READY
         index_version.state = IndexState.ACTIVE
         index_version.activated_at = utcnow()
+        record_activation(self.session, self.corpus, INDEX, index_version.version, actor=actor, via=via)
         record_event(
             self.session,
             actor,
@@ -233,20 +238,39 @@ class VersionedCollection:
             self.corpus.name,
             {"version": index_version.version, "previous": previous.version if previous is not None else None},
         )
-        self.session.commit()
+        collection = index_version.collection
+        try:
+            self.session.flush()
+            self.backend.set_alias(self.alias, collection)
+        except BaseException:
+            self.session.rollback()
+            raise
+        try:
+            self.session.commit()
+        except BaseException:
+            self.session.rollback()
+            if restore is None:
+                self.backend.delete_alias(self.alias)
+            else:
+                self.backend.set_alias(self.alias, restore)
+            raise
         return index_version
 
     def rollback(self, *, actor: str = SYSTEM_ACTOR) -> IndexVersion:
-        """Re-activate the most recently active ready version before the current one."""
+        """Re-activate the version active before the current one; each rollback goes one step further back in the
+        activation history (v3 → v2 → v1), passing over versions that no longer serve."""
         current = active_index_version(self.session, self.corpus)
-        candidates = [
-            v
-            for v in live_index_versions(self.session, self.corpus)
-            if v.state == IndexState.READY and v.activated_at is not None and (current is None or v.id != current.id)
-        ]
-        if not candidates:
-            raise NotFoundError(f"Corpus {self.corpus.name!r} has no earlier ready version to roll back to.")
-        target = max(candidates, key=lambda v: v.activated_at or utcnow())
+        live = {v.version: v for v in live_index_versions(self.session, self.corpus)}
+        number = rollback_target(
+            self.session, self.corpus, INDEX, is_live=lambda n: n in live and (current is None or n != current.version)
+        )
+        if number is None:
+            where = f"version {current.version}" if current is not None else "no version"
+            raise NotFoundError(
+                f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where} is the oldest activation "
+                "still ready); promote a version by number with `ferret index promote`."
+            )
+        target = live[number]
         record_event(
             self.session,
             actor,
@@ -254,7 +278,7 @@ class VersionedCollection:
             self.corpus.name,
             {"version": target.version, "previous": current.version if current is not None else None},
         )
-        return self.promote(target, actor=actor)
+        return self.promote(target, actor=actor, via=ROLLBACK)
 
     def collect(self, keep: int | None = None) -> list[IndexVersion]:
         """Retire ready versions beyond the newest ``keep`` and remove failed leftovers; the active one stays."""

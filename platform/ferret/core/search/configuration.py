@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ferret.core.db.activation import CONFIG, PROMOTE, ROLLBACK, record_activation, rollback_target
 from ferret.core.db.audit import SYSTEM_ACTOR, record_event
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, live_index_versions
@@ -172,14 +172,15 @@ def promote_config(
     config: SearchConfig,
     *,
     actor: str = SYSTEM_ACTOR,
+    via: str = PROMOTE,
 ) -> SearchConfig:
     """Make ``config`` what search runs: its retriever's index becomes the alias target and the row the active one.
     Its plan is resolved first, so a configuration with a missing piece is refused and nothing changes. The audit
-    trail names ``actor``, as for index versions (issue 11, item 2)."""
+    trail names ``actor``, as for index versions (issue 11, item 2); the activation history gets a row, committed
+    with the index's alias swap (or rolled back with it)."""
     plan = plan_for(session, corpus, config)
     index = next(v for v in live_index_versions(session, corpus) if v.collection == plan.collection)
     previous = active_search_config(session, corpus)
-    VersionedCollection(session, settings, backend, corpus).promote(index, actor=actor)
     if previous is None or previous.id != config.id:
         record_event(
             session,
@@ -188,25 +189,34 @@ def promote_config(
             corpus.name,
             {"version": config.version, "previous": previous.version if previous is not None else None},
         )
+        record_activation(session, corpus, CONFIG, config.version, actor=actor, via=via)
     mark_active(session, config)
-    session.commit()
+    try:
+        VersionedCollection(session, settings, backend, corpus).promote(index, actor=actor, via=via)
+        session.commit()  # when the index was already active, promote committed nothing
+    except BaseException:
+        session.rollback()
+        raise
     return config
 
 
 def rollback_config(
     session: Session, settings: FerretSettings, backend: IndexBackend, corpus: Corpus, *, actor: str = SYSTEM_ACTOR
 ) -> SearchConfig:
-    """Re-activate the configuration that was active before the current one."""
+    """Re-activate the configuration active before the current one; each rollback goes one step further back in the
+    activation history (3 → 2 → 1), as index rollback does."""
     current = active_search_config(session, corpus)
-    earlier = [
-        c
-        for c in list_search_configs(session, corpus)
-        if c.activated_at is not None and (current is None or c.id != current.id)
-    ]
-    if not earlier:
-        raise NotFoundError(f"Corpus {corpus.name!r} has no earlier search configuration to roll back to.")
-    # SQLite hands back naive UTC times, a row activated in this session holds an aware one: compare them as UTC.
-    target = max(earlier, key=lambda c: _as_utc(c.activated_at))
+    configs = {c.version: c for c in list_search_configs(session, corpus)}
+    number = rollback_target(
+        session, corpus, CONFIG, is_live=lambda n: n in configs and (current is None or n != current.version)
+    )
+    if number is None:
+        where = f"configuration {current.version} is" if current is not None else "no configuration is active,"
+        raise NotFoundError(
+            f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where} the oldest "
+            "activation left); promote one by number with `ferret config promote`."
+        )
+    target = configs[number]
     record_event(
         session,
         actor,
@@ -214,13 +224,11 @@ def rollback_config(
         corpus.name,
         {"version": target.version, "previous": current.version if current is not None else None},
     )
-    return promote_config(session, settings, backend, corpus, target, actor=actor)
-
-
-def _as_utc(moment: datetime | None) -> datetime:
-    if moment is None:
-        return datetime.min.replace(tzinfo=UTC)
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    try:
+        return promote_config(session, settings, backend, corpus, target, actor=actor, via=ROLLBACK)
+    except BaseException:
+        session.rollback()  # the withdrawn history rows come back: nothing changed
+        raise
 
 
 def plan_by_name(session: Session, corpus: Corpus, selector: str) -> SearchPlan:
