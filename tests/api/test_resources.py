@@ -55,6 +55,12 @@ def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) ->
 
     promoted = client.post("/v1/corpora/live/index-versions/2/promote", headers=admin)
     assert promoted.status_code == 200 and promoted.json()["state"] == "active"
+    assert (promoted.json()["activated_by"], promoted.json()["activated_via"]) == ("key:admin", "promote")
+    listing = client.get("/v1/corpora/live/index-versions", headers=admin).json()
+    last = {v["version"]: (v["activated_by"], v["activated_via"]) for v in listing["versions"]}
+    assert last[1] == ("key:admin", "rollback") and last[2] == ("key:admin", "promote")
+    steps = [(a["version"], a["actor"], a["via"], a["withdrawn"]) for a in listing["activations"]][-2:]
+    assert steps == [(1, "key:admin", "rollback", False), (2, "key:admin", "promote", False)]
     assert client.post("/v1/corpora/live/index-versions/9/promote", headers=admin).status_code == 404
     assert client.post("/v1/corpora/live/index-versions/0/promote", headers=admin).status_code == 422
     assert client.post("/v1/corpora/kb/index-versions/rollback", headers=admin).status_code == 404

@@ -99,16 +99,20 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert sparse.exit_code == 0, sparse.output
     assert "volcanoes.txt" in sparse.stdout
 
-    listed = runner.invoke(app, ["index", "list", "--corpus", "docs"])
+    listed = runner.invoke(app, ["index", "list", "--corpus", "docs"], env={"COLUMNS": "220"})
     assert listed.exit_code == 0, listed.output
     assert "docs__v1" in listed.stdout and "active" in listed.stdout
+    row = next(line for line in listed.stdout.splitlines() if "docs__v1" in line)
+    assert "(promote)" in row and "cli:" in row  # when and by whom it was made active (issue 11, item 12)
+    assert "activations, oldest first: v1" in listed.stdout
 
     corpora = runner.invoke(app, ["corpora"])
     assert "docs: 3 documents, 3 passages" in corpora.stdout
 
     # Only one version ever active: nothing to roll back to.
     assert_one_sentence_error(
-        run_main("index", "rollback", "--corpus", "docs"), "Corpus 'docs' has no earlier ready version to roll back to."
+        run_main("index", "rollback", "--corpus", "docs"),
+        "Corpus 'docs' has nothing left to roll back to (version 1 is the oldest activation still ready)",
     )
     assert ferret_home.joinpath("ferret.db").is_file()
 
@@ -122,7 +126,7 @@ def test_rollback_with_nothing_to_roll_back_is_one_sentence(ferret_home: Path, f
 
     outcome = run_main("index", "rollback", "--corpus", "docs")
 
-    assert_one_sentence_error(outcome, "no earlier ready version")
+    assert_one_sentence_error(outcome, "nothing left to roll back to (no version is active)")
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,10 @@ def test_list_promote_and_roll_back_search_configurations(configured_home: Path)
 
     app.button(key="rollback-config-kb").click()  # nothing was ever active
     run(app)
-    assert [e.value for e in app.error] == ["Corpus 'kb' has no earlier search configuration to roll back to."]
+    assert [e.value for e in app.error] == [
+        "Corpus 'kb' has no earlier search configuration to roll back to (no configuration is active); "
+        "promote one by number with `ferret config promote`."
+    ]
 
     app.button(key="promote-config-kb").click()
     run(app)

@@ -360,11 +360,26 @@ class IndexVersionOut(BaseModel):
     created_at: Timestamp
     ready_at: Timestamp | None
     activated_at: Timestamp | None
+    activated_by: str | None = Field(
+        default=None, description="Who last made it active: key:<name>, cli:<user>@<host> or system."
+    )
+    activated_via: str | None = Field(default=None, description="promote or rollback.")
+
+
+class ActivationOut(BaseModel):
+    version: int
+    activated_at: Timestamp
+    actor: str
+    via: str = Field(description="promote or rollback.")
+    withdrawn: bool = Field(description="A rollback went past it: the next rollback does not return to it.")
 
 
 class IndexVersionList(BaseModel):
     corpus: str
     versions: list[IndexVersionOut]
+    activations: list[ActivationOut] = Field(
+        default_factory=list, description="Every activation, oldest first: what rollback walks back through."
+    )
 
 
 # -- API keys ---------------------------------------------------------------------------------------------------

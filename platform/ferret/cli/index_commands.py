@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -9,6 +10,7 @@ from rich.table import Table
 
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.render import console, progress_bar
+from ferret.core.db.activation import INDEX, activation_history
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
@@ -47,22 +49,37 @@ def build(
 
 @index_app.command("list")
 def list_versions(corpus: CorpusOption) -> None:
-    """Index versions of a corpus with their model, state and counts."""
+    """Index versions of a corpus with their model, state, counts and last activation, then the activation history
+    that `ferret index rollback` walks back through."""
     with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        history = activation_history(ctx.session, corpus_row, INDEX)
+        last = {activation.version: activation for activation in history}
         table = Table(title=f"index versions of {corpus}")
-        for column in ("version", "collection", "model", "state", "points", "created"):
+        for column in ("version", "collection", "model", "state", "passages", "points", "created", "activated", "by"):
             table.add_column(column)
-        for v in list_index_versions(ctx.session, get_corpus(ctx.session, corpus)):
+        for v in list_index_versions(ctx.session, corpus_row):
             state = f"[bold green]{v.state.value}[/]" if v.state.value == "active" else v.state.value
+            activation = last.get(v.version)
             table.add_row(
                 str(v.version),
                 v.collection,
                 v.model_version.name,
                 state,
+                str(v.passage_count),
                 str(v.point_count),
                 f"{v.created_at:%Y-%m-%d %H:%M}",
+                _when(activation.activated_at if activation is not None else v.activated_at),
+                f"{activation.actor} ({activation.via})" if activation is not None else "",
             )
         console.print(table)
+        if history:
+            steps = [f"v{a.version}" + (" (rolled back)" if a.withdrawn else "") for a in history]
+            console.print(f"activations, oldest first: {' -> '.join(steps)}", highlight=False)
+
+
+def _when(moment: datetime | None) -> str:
+    return f"{moment:%Y-%m-%d %H:%M:%S}" if moment is not None else ""
 
 
 @index_app.command("promote")
@@ -86,7 +103,7 @@ def promote(
 
 @index_app.command("rollback")
 def rollback(corpus: CorpusOption) -> None:
-    """Re-activate the version that was active before the current one."""
+    """Re-activate the version active before the current one; run again, it goes one further back (v3 -> v2 -> v1)."""
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row).rollback(

@@ -7,17 +7,19 @@ from fastapi import APIRouter, Path
 from ferret.api.auth import AdminCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import IndexVersionList, IndexVersionOut
+from ferret.api.schemas import ActivationOut, IndexVersionList, IndexVersionOut
+from ferret.core.db.activation import INDEX, activation_history, last_activations
 from ferret.core.db.audit import key_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
-from ferret.core.db.models import IndexVersion
+from ferret.core.db.models import Activation, IndexVersion
 from ferret.core.index.versioned_collection import VersionedCollection
 
 router = APIRouter(tags=["index versions"])
 
 
-def index_version_out(index_version: IndexVersion) -> IndexVersionOut:
+def index_version_out(index_version: IndexVersion, last: Activation | None = None) -> IndexVersionOut:
+    """``last``: the version's latest activation (who made it active, by promotion or rollback)."""
     return IndexVersionOut(
         version=index_version.version,
         collection=index_version.collection,
@@ -28,7 +30,19 @@ def index_version_out(index_version: IndexVersion) -> IndexVersionOut:
         error=index_version.error,
         created_at=index_version.created_at,
         ready_at=index_version.ready_at,
-        activated_at=index_version.activated_at,
+        activated_at=last.activated_at if last is not None else index_version.activated_at,
+        activated_by=last.actor if last is not None else None,
+        activated_via=last.via if last is not None else None,
+    )
+
+
+def activation_out(activation: Activation) -> ActivationOut:
+    return ActivationOut(
+        version=activation.version,
+        activated_at=activation.activated_at,
+        actor=activation.actor,
+        via=activation.via,
+        withdrawn=activation.withdrawn,
     )
 
 
@@ -40,9 +54,12 @@ def index_version_out(index_version: IndexVersion) -> IndexVersionOut:
 )
 def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_length=128)) -> IndexVersionList:
     corpus_row = get_corpus(session, corpus)
+    history = activation_history(session, corpus_row, INDEX)
+    last = {activation.version: activation for activation in history}
     return IndexVersionList(
         corpus=corpus_row.name,
-        versions=[index_version_out(v) for v in list_index_versions(session, corpus_row)],
+        versions=[index_version_out(v, last.get(v.version)) for v in list_index_versions(session, corpus_row)],
+        activations=[activation_out(activation) for activation in history],
     )
 
 
@@ -63,7 +80,7 @@ def promote(
     corpus_row = get_corpus(session, corpus)
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
     promoted = versions.promote(get_index_version(session, corpus_row, version), actor=key_actor(caller.name))
-    return index_version_out(promoted)
+    return index_version_out(promoted, last_activations(session, corpus_row, INDEX).get(promoted.version))
 
 
 @router.post(
@@ -77,4 +94,5 @@ def rollback(
 ) -> IndexVersionOut:
     corpus_row = get_corpus(session, corpus)
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
-    return index_version_out(versions.rollback(actor=key_actor(caller.name)))
+    restored = versions.rollback(actor=key_actor(caller.name))
+    return index_version_out(restored, last_activations(session, corpus_row, INDEX).get(restored.version))

@@ -265,10 +265,14 @@ class VersionedCollection:
             self.session, self.corpus, INDEX, is_live=lambda n: n in live and (current is None or n != current.version)
         )
         if number is None:
-            where = f"version {current.version}" if current is not None else "no version"
+            where = (
+                f"version {current.version} is the oldest activation still ready"
+                if current is not None
+                else "no version is active"
+            )
             raise NotFoundError(
-                f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where} is the oldest activation "
-                "still ready); promote a version by number with `ferret index promote`."
+                f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where}); "
+                "promote a version by number with `ferret index promote`."
             )
         target = live[number]
         record_event(

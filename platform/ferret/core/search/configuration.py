@@ -211,10 +211,14 @@ def rollback_config(
         session, corpus, CONFIG, is_live=lambda n: n in configs and (current is None or n != current.version)
     )
     if number is None:
-        where = f"configuration {current.version} is" if current is not None else "no configuration is active,"
+        where = (
+            f"configuration {current.version} is the oldest activation left"
+            if current is not None
+            else "no configuration is active"
+        )
         raise NotFoundError(
-            f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where} the oldest "
-            "activation left); promote one by number with `ferret config promote`."
+            f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where}); "
+            "promote one by number with `ferret config promote`."
         )
     target = configs[number]
     record_event(
