@@ -46,7 +46,7 @@ def runner_pid(settings: FerretSettings, job_id: int) -> int:
         owner = get_job(session, job_id).celery_id or ""
     prefix = f"embedded:{socket.gethostname()}:"
     assert owner.startswith(prefix), owner
-    return int(owner.removeprefix(prefix))
+    return int(owner.removeprefix(prefix).split(":")[0])  # <pid>:<start>
 
 
 def wait_until_gone(pid: int, timeout_s: float = 120) -> None:

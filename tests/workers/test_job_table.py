@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -15,12 +16,15 @@ from ferret.core.db.job import (
     ORPHANED_ERROR,
     create_job,
     embedded_owner,
+    embedded_runner_gone,
     fail_job,
     fail_orphaned_jobs,
     finish_job,
     get_job,
     list_jobs,
     mark_cancelled,
+    process_alive,
+    process_identity,
     request_cancel,
     set_celery_id,
     start_attempt,
@@ -126,6 +130,40 @@ def test_progress_reporter_throttles_and_raises_on_cancel(job_database_url: str)
     now[0] = 0.8
     with pytest.raises(JobCancelled, match=f"Job {job_id} was cancelled"):
         progress("training", 0.9)
+
+
+def test_a_runner_whose_pid_was_reused_by_another_process_is_dead(job_database_url: str) -> None:
+    """Issue 11, item 10: the orphan check trusted a PID, so a dead runner whose number the kernel gave to another
+    process kept its job "running" for ever. The row names the runner's start time too; a mismatch is a death."""
+    runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    time.sleep(0.05)  # start times count clock ticks (10 ms): the stranger starts in a later one
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        runner_identity = process_identity(runner.pid)
+        pid, start = runner_identity.split(":")
+        assert process_alive(runner_identity)
+        assert process_identity(stranger.pid).split(":")[1] != start and pid != str(stranger.pid)
+        # The runner's row, as it would read once its PID was handed to the stranger (same number, other start).
+        reused = f"{stranger.pid}:{start}"
+        with session_scope(job_database_url) as session:
+            job = create_job(session, "ingest")
+            set_celery_id(session, job.id, f"embedded:{socket.gethostname()}:{reused}")
+            start_attempt(session, job.id, "ingest")
+            alive = create_job(session, "ingest")
+            set_celery_id(session, alive.id, embedded_owner(stranger.pid))
+            start_attempt(session, alive.id, "ingest")
+            session.commit()
+
+            assert not process_alive(reused) and process_alive(process_identity(stranger.pid))
+            assert embedded_runner_gone(get_job(session, job.id))
+            assert fail_orphaned_jobs(session) == [job.id]
+            session.commit()
+            assert get_job(session, alive.id).state == JobState.RUNNING
+    finally:
+        for process in (runner, stranger):
+            process.kill()
+            process.wait()
+    assert not process_alive(runner_identity)
 
 
 def test_embedded_jobs_of_an_exited_process_are_marked_failed(job_database_url: str) -> None:

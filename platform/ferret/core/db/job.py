@@ -241,8 +241,20 @@ def reopen_job(session: Session, job_id: int) -> Job:
 
 
 def embedded_owner(pid: int | None = None) -> str:
-    """The ``celery_id`` of a job run in embedded mode by process ``pid`` of this host (this process by default)."""
-    return f"{EMBEDDED_PREFIX}{socket.gethostname()}:{os.getpid() if pid is None else pid}"
+    """The ``celery_id`` of a job run in embedded mode by process ``pid`` of this host (this process by default):
+    ``embedded:<host>:<pid>:<start>``, see ``process_identity``."""
+    return f"{EMBEDDED_PREFIX}{socket.gethostname()}:{process_identity(pid)}"
+
+
+def process_identity(pid: int | None = None) -> str:
+    """``<pid>:<start>`` of process ``pid`` (this one by default); ``<pid>`` alone where the start is unknown.
+
+    A PID alone does not name a process: once the runner is gone the kernel may give its number to another one, and
+    the orphan check would trust that stranger for ever. The start time (in clock ticks since boot, from
+    ``/proc/<pid>/stat``) tells the two apart."""
+    pid = os.getpid() if pid is None else pid
+    start = _start_time(pid)
+    return f"{pid}" if start is None else f"{pid}:{start}"
 
 
 def embedded_runner_gone(job: Job) -> bool:
@@ -272,8 +284,11 @@ def fail_orphaned_jobs(session: Session) -> list[int]:
     return orphaned
 
 
-def process_alive(pid: str) -> bool:
-    """Whether process ``pid`` of this host still exists."""
+def process_alive(identity: str) -> bool:
+    """Whether the process named ``identity`` (``<pid>:<start>`` from ``process_identity``, or a bare ``<pid>``
+    written before start times were kept) still runs on this host. A live process with that PID but another start
+    time is a stranger that reused the number: the named one is dead."""
+    pid, _, start = identity.partition(":")
     if not pid.isdigit():
         return False
     try:
@@ -281,16 +296,26 @@ def process_alive(pid: str) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:  # it exists, owned by another user
+        pass
+    fields = _stat_fields(int(pid))
+    if fields is None:  # no /proc (not Linux): the PID is all there is to go on
         return True
-    return not _zombie(int(pid))
+    if fields[0] in ("Z", "X"):
+        # An exited process not reaped yet (a detached runner whose parent is gone) still answers kill(pid, 0).
+        return False
+    return not start or fields[19] == start
 
 
-def _zombie(pid: int) -> bool:
-    """A process that has exited but was not reaped yet (a detached runner whose parent is gone) still answers
-    ``kill(pid, 0)``; Linux's ``/proc/<pid>/stat`` says it is dead (state Z or X). Elsewhere: assume it is not."""
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first, start time at index 19), or None."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return False
+        return None
     fields = stat.rsplit(")", 1)[-1].split()
-    return bool(fields) and fields[0] in ("Z", "X")
+    return fields if len(fields) > 19 else None
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None else None

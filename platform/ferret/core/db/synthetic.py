@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from collections import Counter
 from collections.abc import Sequence
@@ -11,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from ferret.core.db.job import process_alive
+from ferret.core.db.job import process_alive, process_identity
 from ferret.core.db.models import (
     Corpus,
     Document,
@@ -28,8 +27,8 @@ ORPHANED_RUN_ERROR = "the process generating it stopped (killed or crashed); run
 
 
 def run_owner() -> str:
-    """``<host>:<pid>`` of this process, written on the run it generates."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """``<host>:<pid>:<start>`` of this process (``process_identity``), written on the run it generates."""
+    return f"{socket.gethostname()}:{process_identity()}"
 
 
 def interrupt_orphaned_runs(session: Session) -> list[int]:
