@@ -180,11 +180,13 @@ def test_launch_a_pipeline_that_fails_shows_the_error_then_retry(populated_home:
 
     app.button(key="retry-2").click()
     run(app)
-    assert app.success[0].value == "Job 3 started (retry of job 2): pipeline of task kb-qa."
-    retried = wait_for(3)
-    assert retried.params["config"]["max_documents"] == 2
+    # The same job again (issue 11, item 10), as `ferret jobs retry 2`: no new row, its stored input reused.
+    assert app.success[0].value == "Job 2 (pipeline) started again from its stored input."
+    retried = wait_for(2)
+    assert retried.state == JobState.FAILED and retried.attempts >= 1  # the endpoint is still dead
+    assert retried.params["config"]["max_documents"] == 2 and retried.payload == failed.payload
     with open_context() as context:
-        assert [job.id for job in list_jobs(context.session)] == [3, 2, 1]
+        assert [job.id for job in list_jobs(context.session)] == [2, 1]
 
 
 def test_cancel_a_queued_job_and_refuse_a_bad_setting(populated_home: Path) -> None:

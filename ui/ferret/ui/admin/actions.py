@@ -18,10 +18,9 @@ from typing import Any
 
 from ferret.core.db.api_key import create_api_key, revoke_api_key
 from ferret.core.db.corpus import get_corpus, validate_corpus_name
-from ferret.core.db.job import get_job
 from ferret.core.db.models import JobState
 from ferret.core.db.task import get_task
-from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.errors import InvalidInputError
 from ferret.core.eval.evaluate import evaluate_dataset
 from ferret.core.eval.per_query import per_query_ndcg
 from ferret.core.index.versioned_collection import VersionedCollection
@@ -47,16 +46,11 @@ def cancel_job(job_id: int) -> str:
 
 
 def retry_job(job_id: int) -> str:
-    """A new pipeline job with the failed one's task and settings (a fresh model name: the old one may exist)."""
+    """The same job run again from its stored input, as `ferret jobs retry ID` and the API do (one job row; its
+    stages find what the first run finished), on the workers or in a thread of this process without a broker."""
     with open_context() as context:
-        job = get_job(context.session, job_id)
-        if job.kind != "pipeline" or "config" not in job.params:
-            raise ConflictError(f"Job {job_id} is a {job.kind} job; only pipeline jobs can be retried here.")
-        if job.state not in (JobState.FAILED, JobState.CANCELLED):
-            raise ConflictError(f"Job {job_id} is {job.state.value}; only a failed or cancelled job can be retried.")
-        task_name = str(job.params["task"])
-        config = PipelineConfig(**{**job.params["config"], "model_name": None})
-    return launch_pipeline(task_name, config).replace("started", f"started (retry of job {job_id})")
+        job = context.jobs.retry_job(context.session, job_id)
+        return f"Job {job.id} ({job.kind}) started again from its stored input."
 
 
 # -- versions and evaluation ---------------------------------------------------------------------------------------

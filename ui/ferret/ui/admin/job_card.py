@@ -58,7 +58,7 @@ def job_card(job: Any, task_of_job: str = "") -> None:
         right.button(
             "Retry",
             key=f"retry-{job.id}",
-            disabled=job.state not in (JobState.FAILED, JobState.CANCELLED) or job.kind != "pipeline",
+            disabled=job.state not in (JobState.FAILED, JobState.CANCELLED) or job.payload is None,
             on_click=run_action,
             args=(partial(retry_job, job.id),),
         )
