@@ -195,3 +195,34 @@ def test_pipeline_run_async_works_without_a_broker_and_can_be_cancelled(
     with session_scope(settings.database_url) as session:
         job = get_job(session, job_id)
         assert job.state == JobState.CANCELLED and job.params["task"] == "faq" and job.payload is not None
+
+
+def test_a_failed_first_ingest_in_a_detached_runner_leaves_no_corpus_and_its_retry_makes_it(
+    settings: FerretSettings, tmp_path: Path, runners: list[int]
+) -> None:
+    """Issue 11, item 10: the foreground ingest removed the corpus its failed first ingest created; the detached
+    runner left it empty. The corpus.jsonl's first line is fine (the command's emptiness check reads only that one),
+    its second is not, so the runner's ingest fails."""
+    dataset = tmp_path / "beir"
+    dataset.mkdir()
+    good = '{"_id": "d1", "title": "Fjords", "text": "Glaciers carve fjords over millennia."}\n'
+    (dataset / "corpus.jsonl").write_text(good + "{not json\n")
+
+    job_id, pid = start_detached(settings, runners, "ingest", "--corpus", "fresh", "--beir", str(dataset))
+    followed = ferret("jobs", "follow", str(job_id))
+
+    assert followed.returncode == 1 and f"job {job_id} (ingest): failed" in followed.stdout
+    wait_until_gone(pid)
+    corpora = ferret("corpora")
+    assert "fresh" not in corpora.stdout, corpora.stdout
+    with session_scope(settings.database_url) as session:
+        assert get_job(session, job_id).state == JobState.FAILED
+
+    (dataset / "corpus.jsonl").write_text(good)  # fixed: the same job, retried, creates the corpus and fills it
+    retried = runner.invoke(app, ["jobs", "retry", str(job_id)])
+
+    assert retried.exit_code == 0, retried.output
+    with session_scope(settings.database_url) as session:
+        job = get_job(session, job_id)
+        assert job.state == JobState.SUCCEEDED and job.corpus_id is not None
+        assert session.scalar(select(func.count(Document.id)).where(Document.corpus_id == job.corpus_id)) == 1

@@ -202,6 +202,7 @@ def ingest(
                 source_kind=kind,
                 config=config,
                 incremental=incremental,
+                created_corpus=new,
             )
         except FerretError:
             if new:

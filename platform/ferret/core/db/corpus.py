@@ -7,7 +7,7 @@ import json
 from collections.abc import Collection
 from typing import Any
 
-from sqlalchemy import String, cast, delete, func, select
+from sqlalchemy import String, cast, delete, func, inspect, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Document, IndexVersion, Passage, Source
@@ -77,13 +77,15 @@ def forget_empty_corpus(session: Session, corpus: Corpus) -> bool:
     """Delete a corpus that its own first ingest created and failed to fill: no documents, no index version, no
     source, so nothing of it is left behind (its job rows stay, their corpus unset). A corpus that holds anything is
     kept; returns whether it was deleted."""
+    identity = inspect(corpus).identity  # known without a load: the row may be gone already (its job removed it)
+    corpus_id = identity[0] if identity else corpus.id
     session.rollback()
     empty = all(
-        session.scalar(select(func.count(column)).where(column == corpus.id)) == 0
+        session.scalar(select(func.count(column)).where(column == corpus_id)) == 0
         for column in (Document.corpus_id, IndexVersion.corpus_id, Source.corpus_id)
     )
     if empty:
-        session.execute(delete(Corpus).where(Corpus.id == corpus.id))
+        session.execute(delete(Corpus).where(Corpus.id == corpus_id))
         session.commit()
     return empty
 

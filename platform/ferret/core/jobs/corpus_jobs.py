@@ -17,7 +17,7 @@ from typing import Any
 
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.audit import SYSTEM_ACTOR
-from ferret.core.db.corpus import get_corpus
+from ferret.core.db.corpus import create_corpus, find_corpus, forget_empty_corpus, get_corpus
 from ferret.core.db.index_version import LIVE_STATES
 from ferret.core.db.job import get_job, save_result
 from ferret.core.db.models import Corpus, IndexVersion
@@ -43,19 +43,40 @@ Payload = dict[str, Any]
 
 
 def ingest_source(context: StageContext, payload: Payload) -> Payload:
-    """Payload: job_id, corpus, kind (a connector kind), config (its JSON config), incremental. Returns the report."""
+    """Payload: job_id, corpus, kind (a connector kind), config (its JSON config), incremental, and ``created_corpus``
+    (the corpus's chunking) when the command that started the job created the corpus for it. Returns the report.
+
+    A first ingest that fails removes the empty corpus it was started with, wherever it runs (the command's thread,
+    a detached runner, a worker), so no partial state is left; a retry of the job creates the corpus again."""
     session, progress = context.session, context.progress
-    corpus = get_corpus(session, payload["corpus"])
-    connector = context.connectors(payload["kind"], **dict(payload.get("config") or {}))
+    created = payload.get("created_corpus")
+    corpus = _corpus_of(context, payload)
 
     def show(report: IngestReport) -> None:
         context.add_counts(added=report.added, updated=report.updated, unchanged=report.unchanged)
         progress("ingesting", 0.0)  # a source does not say how many documents it holds
 
-    report = Ingestor(session, context.settings, context.backend, corpus, progress=show).run(
-        connector, incremental=bool(payload.get("incremental"))
-    )
+    try:
+        connector = context.connectors(payload["kind"], **dict(payload.get("config") or {}))
+        report = Ingestor(session, context.settings, context.backend, corpus, progress=show).run(
+            connector, incremental=bool(payload.get("incremental"))
+        )
+    except BaseException:
+        if created is not None:
+            forget_empty_corpus(session, corpus)
+        raise
     return report.as_dict()
+
+
+def _corpus_of(context: StageContext, payload: Payload) -> Corpus:
+    """The job's corpus; one its first run created and then removed (that run failed) is created again."""
+    session, created = context.session, payload.get("created_corpus")
+    if created is None or find_corpus(session, payload["corpus"]) is not None:
+        return get_corpus(session, payload["corpus"])
+    corpus = create_corpus(session, payload["corpus"], **dict(created))
+    get_job(session, int(payload["job_id"])).corpus_id = corpus.id
+    session.commit()
+    return corpus
 
 
 def build_index(context: StageContext, payload: Payload) -> Payload:
@@ -95,8 +116,10 @@ def prepare_ingest(
     source_kind: str,
     config: Mapping[str, Any],
     incremental: bool = False,
+    created_corpus: bool = False,
 ) -> JobLaunch:
-    """An ingest of one source (connector ``source_kind`` with its JSON ``config``) into an existing ``corpus``.
+    """An ingest of one source (connector ``source_kind`` with its JSON ``config``) into an existing ``corpus``;
+    ``created_corpus``: the caller has just created it for this ingest, so a failure removes it (``ingest_source``).
 
     The connector is built once here, so an unknown kind or a bad configuration is the caller's one-sentence error
     now, not a line in a worker's log."""
@@ -105,7 +128,11 @@ def prepare_ingest(
         raise MissingResource("an ingest job is started with the connector registry")
     context.connectors(source_kind, **dict(config))
     params = {"kind": source_kind, "config": dict(config), "incremental": incremental}
-    return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name, **params}))
+    first: Payload = {}
+    if created_corpus:
+        chunking = {"max_passage_tokens": row.max_passage_tokens, "passage_overlap_tokens": row.passage_overlap_tokens}
+        first = {"created_corpus": chunking}
+    return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name, **params, **first}))
 
 
 def prepare_index_build(
