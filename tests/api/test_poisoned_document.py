@@ -25,7 +25,7 @@ from ferret.core.db.audit import list_events
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.db.index_version import list_index_versions
-from ferret.core.db.models import Document, IndexState, Passage
+from ferret.core.db.models import Document, IndexState, Job, JobState, Passage
 from ferret.core.settings import FerretSettings, get_settings
 from ferret.core.sources.documents import Document as SourceDocument
 
@@ -160,6 +160,9 @@ def test_repair_quarantines_the_document_and_rebuilds(home: Any, monkeypatch: py
         assert row is not None and row.quarantine_reason == "metadata is nested deeper than 8 levels"
         states = {v.version: v.state for v in list_index_versions(session, get_corpus(session, "live"))}
     assert states == {1: IndexState.READY, 2: IndexState.FAILED, 3: IndexState.ACTIVE}
+    with session_scope(settings.database_url) as session:  # a job row, as every long command (issue 11, item 10)
+        (job,) = session.scalars(select(Job).where(Job.kind == "index_repair"))
+        assert job.state == JobState.SUCCEEDED and job.result is not None and job.result["rebuilt"] == 3
     with TestClient(create_app(settings)) as client:
         response = search(client, home, "glaciers fjords poisoned")
         assert response.status_code == 200

@@ -176,6 +176,11 @@ def test_eval_prints_the_table_and_writes_json(
     assert again.exit_code == 0, again.output
     assert "indexing" not in again.stderr
 
+    # Every long command is a job row (issue 11, item 10): both runs are in `ferret jobs list`, with their results.
+    jobs = runner.invoke(app, ["jobs", "list"], env={"COLUMNS": "200"})
+    assert jobs.exit_code == 0, jobs.output
+    assert len([line for line in jobs.stdout.splitlines() if " eval " in f" {line} " and "succeeded" in line]) == 2
+
 
 @pytest.mark.parametrize("command", ["eval", "ingest"])
 def test_a_bad_beir_line_names_the_file_and_line(

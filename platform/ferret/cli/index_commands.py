@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
-from ferret.cli.render import console, progress_bar
+from ferret.cli.render import console
 from ferret.core.db.activation import INDEX, activation_history
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
@@ -125,22 +125,25 @@ def collect(
 
 
 @index_app.command("repair")
-def repair(corpus: CorpusOption) -> None:
-    """Quarantine documents the index cannot hold, fail versions that no longer load, and rebuild from the database."""
+def repair(
+    corpus: CorpusOption,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
+) -> None:
+    """Quarantine documents the index cannot hold, fail versions that no longer load, and rebuild from the database
+    (a job)."""
     with app_context() as ctx:
-        corpus_row = get_corpus(ctx.session, corpus)
-        versions = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus_row)
-        with progress_bar() as bar:
-            task = bar.add_task(f"repairing {corpus}", total=None)
-            report = versions.repair(
-                actor=cli_actor(), progress=lambda _activity, fraction: bar.update(task, completed=fraction, total=1.0)
-            )
-        for external_id, reason in report.quarantined:
+        get_corpus(ctx.session, corpus)
+        job = run_command_job(ctx, "index_repair", detach=detach, corpus=corpus, actor=cli_actor())
+        if job is None:
+            return
+        report = job.result or {}
+        for external_id, reason in report.get("quarantined", []):
             console.print(f"quarantined {external_id}: {reason}")
-        if report.unreadable:
-            console.print(f"failed version(s) that cannot be loaded: {', '.join(map(str, report.unreadable))}")
-        if report.rebuilt is not None:
-            action = "built and promoted" if report.promoted else "built"
-            console.print(f"{action} version {report.rebuilt.version} ({report.rebuilt.point_count} points)")
-        if not (report.quarantined or report.unreadable):
+        if report.get("unreadable"):
+            console.print(f"failed version(s) that cannot be loaded: {', '.join(map(str, report['unreadable']))}")
+        if report.get("rebuilt") is not None:
+            action = "built and promoted" if report.get("promoted") else "built"
+            console.print(f"{action} version {report['rebuilt']} ({report.get('rebuilt_points')} points)")
+        if not (report.get("quarantined") or report.get("unreadable")):
             console.print(f"corpus {corpus}: every live version loads and every document is within the limits")
+        console.print(f"(job {job.id})", highlight=False)

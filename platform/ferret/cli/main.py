@@ -279,29 +279,26 @@ def evaluate(
     model: Annotated[list[str] | None, typer.Option("--model", "-m", help="Model versions (default: base).")] = None,
     corpus: Annotated[str | None, typer.Option(help="Corpus name (default: beir-<folder>).")] = None,
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the rows as JSON here.")] = None,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side."""
+    """nDCG@10, Recall@100 and MRR@10 of bm25s and of each search mode of each model, side by side (a job)."""
     import json
 
-    from ferret.cli.render import console, err_console, eval_table
+    from ferret.cli.job_runs import run_command_job
+    from ferret.cli.render import console, eval_table
     from ferret.core.errors import InvalidInputError
-    from ferret.core.eval.evaluate import evaluate_dataset
+    from ferret.core.eval.evaluate import EvalRow
     from ferret.runtime.context import app_context
 
     if not dataset.is_dir():
         raise InvalidInputError(f"Dataset folder {dataset} does not exist.")
     with app_context() as ctx:
-        rows = evaluate_dataset(
-            ctx.session,
-            ctx.settings,
-            ctx.backend,
-            dataset,
-            connectors=ctx.connectors,
-            split=split,
-            models=model or ["base"],
-            corpus_name=corpus,
-            status=lambda message: err_console.print(f"[dim]{message}[/dim]"),
+        job = run_command_job(
+            ctx, "eval", detach=detach, dataset=dataset, split=split, models=model or ["base"], corpus=corpus
         )
+    if job is None:
+        return
+    rows = [EvalRow(**row) for row in (job.result or {}).get("rows", [])]
     console.print(eval_table(f"{dataset.name} ({split})", rows))
     if json_path is not None:
         json_path.write_text(json.dumps([row.as_dict() for row in rows], indent=2))

@@ -14,13 +14,15 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.render import console
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.models import SyncRun
 from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
+from ferret.core.errors import NotFoundError
 from ferret.core.sources.config import load_spec
 from ferret.core.sources.schedule import sync_due
-from ferret.core.sources.service import add_source, find_configured, remove_source, sync_source
+from ferret.core.sources.service import add_source, find_configured, remove_source
 from ferret.runtime.context import app_context
 
 source_app = typer.Typer(
@@ -111,13 +113,19 @@ def sync(
     name: Annotated[str, typer.Argument(help="Source name.")],
     checkpoint_every: Annotated[int, typer.Option(help="Persist the cursor every this many documents.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """Sync one source now (resuming from its last checkpoint) and print the report."""
+    """Sync one source now (resuming from its last checkpoint) and print the report (a job)."""
     with app_context() as ctx:
         source = find_configured(ctx.session, corpus, name)
-        run = sync_source(
-            ctx.session, ctx.settings, ctx.backend, ctx.connectors, source, checkpoint_every=checkpoint_every
+        job = run_command_job(
+            ctx, "source_sync", detach=detach, source=source, trigger="manual", checkpoint_every=checkpoint_every
         )
+        if job is None:
+            return
+        run = ctx.session.get(SyncRun, (job.result or {})["sync_run"])
+        if run is None:
+            raise NotFoundError(f"Job {job.id} recorded a sync run that no longer exists.")
         print_run(run, as_json=as_json)
 
 

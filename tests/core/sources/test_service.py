@@ -77,8 +77,13 @@ def test_cli_adds_syncs_lists_and_removes_a_source(
 
     synced = runner.invoke(app, ["source", "sync", "help", "kb", "--json"])
     assert synced.exit_code == 0, synced.output
-    report = json.loads(synced.output)
+    report = json.loads(synced.stdout)
     assert report["state"] == "succeeded" and report["trigger"] == "manual"
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:  # a job row (issue 11, item 10)
+        jobs = connection.execute("SELECT kind, state, result FROM jobs").fetchall()
+    assert [(kind, state, json.loads(result)["sync_run"]) for kind, state, result in jobs] == [
+        ("source_sync", "succeeded", report["id"])
+    ]
     assert (report["counts"]["new"], report["counts"]["unchanged"], report["counts"]["deleted"]) == (0, 2, 0)
 
     listed = runner.invoke(app, ["source", "list", "--json"])

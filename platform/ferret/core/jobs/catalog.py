@@ -10,6 +10,7 @@ from typing import Any
 
 from ferret.core.errors import InvalidInputError
 from ferret.core.jobs.corpus_jobs import INDEX_BUILD, INGEST
+from ferret.core.jobs.maintenance_jobs import EVAL, INDEX_REPAIR
 from ferret.core.jobs.push_jobs import PUSH_INDEX
 from ferret.core.jobs.source_sync import SOURCE_SYNC
 from ferret.core.pipeline.declaration import Pipeline
@@ -17,7 +18,8 @@ from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
 from ferret.core.pipeline.realm.stages import REALM
 
 JOB_KINDS: dict[str, Pipeline[Any]] = {
-    pipeline.kind: pipeline for pipeline in (PROMPTAGATOR, REALM, INGEST, INDEX_BUILD, SOURCE_SYNC, PUSH_INDEX)
+    pipeline.kind: pipeline
+    for pipeline in (PROMPTAGATOR, REALM, INGEST, INDEX_BUILD, SOURCE_SYNC, PUSH_INDEX, EVAL, INDEX_REPAIR)
 }
 
 

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from ferret.core.db.job import create_job
 from ferret.core.db.models import Job, JobState, Source
 from ferret.core.db.source import run_summary
-from ferret.core.errors import ConflictError
+from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.jobs.progress import JobStopped
 from ferret.core.pipeline.declaration import (
     JobLaunch,
@@ -59,14 +59,18 @@ def sync_jobs(session: Session, source: Source, *, limit: int = 1) -> list[Job]:
     return list(session.scalars(query))
 
 
-def prepare_sync(context: LaunchContext, *, source: Source, trigger: str = "manual") -> JobLaunch:
+def prepare_sync(
+    context: LaunchContext, *, source: Source, trigger: str = "manual", checkpoint_every: int = 100
+) -> JobLaunch:
     """A sync job of ``source`` (``JobQueue.start_job("source_sync", session, source=..., trigger=...)``).
 
     Refused in one sentence, with nothing written, when the source's connector has no incremental sync or a sync
     job of the source is already queued or running (two syncs of one source would race on its checkpoint)."""
     if context.connector_class is None:
         raise MissingResource("a source sync job is started with the connector registry")
-    return _launch(context.session, source, context.connector_class(source.kind), trigger)
+    if checkpoint_every < 1:
+        raise InvalidInputError("--checkpoint-every must be 1 or more.")
+    return _launch(context.session, source, context.connector_class(source.kind), trigger, checkpoint_every)
 
 
 def start_payload(session: Session, source: Source, connector_class: type, *, trigger: str) -> tuple[Job, Payload]:
@@ -78,15 +82,18 @@ def start_payload(session: Session, source: Source, connector_class: type, *, tr
     return job, dict(job.payload)
 
 
-def _launch(session: Session, source: Source, connector_class: type, trigger: str) -> JobLaunch:
+def _launch(
+    session: Session, source: Source, connector_class: type, trigger: str, checkpoint_every: int = 100
+) -> JobLaunch:
     if not issubclass(connector_class, IncrementalConnector):
         raise not_incremental(source.kind)
     for job in sync_jobs(session, source, limit=20):
         if job.state in (JobState.QUEUED, JobState.RUNNING):
             raise ConflictError(f"Source {source.name!r} is already syncing in job {job.id}; wait for it or cancel it.")
     corpus = source_corpus(session, source)
-    params = {"source": source.name, "trigger": trigger}
-    return JobLaunch(corpus.id, lambda job_id: (params, {"job_id": job_id, "corpus": corpus.name, **params}))
+    params: Payload = {"source": source.name, "trigger": trigger}
+    first = {"job_id": 0, "corpus": corpus.name, **params, "checkpoint_every": checkpoint_every}
+    return JobLaunch(corpus.id, lambda job_id: (params, {**first, "job_id": job_id}))
 
 
 def run_source_sync(context: StageContext, payload: Payload) -> Payload:
@@ -105,6 +112,7 @@ def run_source_sync(context: StageContext, payload: Payload) -> Payload:
             context.connectors,
             source,
             trigger=str(payload.get("trigger") or "job"),
+            checkpoint_every=int(payload.get("checkpoint_every") or 100),
             on_checkpoint=checkpoint,
         )
     except SyncFailedError as error:
