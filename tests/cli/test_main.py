@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
@@ -258,3 +259,6 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
         assert text in out
     assert (home / "ferret.db").is_file()
     assert (home / "qdrant" / "collections" / "demo__v1").is_dir()
+    with sqlite3.connect(home / "ferret.db") as connection:  # each long step a job row (issue 11, item 10)
+        jobs = connection.execute("SELECT kind, state FROM jobs ORDER BY id").fetchall()
+    assert jobs == [("ingest", "succeeded"), ("index_build", "succeeded"), ("eval", "succeeded")]

@@ -1,5 +1,7 @@
 """``ferret quickstart``: the main job end to end on the embedded default, with nothing to configure.
 
+Each long step is a job row, so `ferret jobs list` and the admin show the quickstart as it runs (issue 11, item 10):
+
 1. ingest the bundled demo corpus and index it with the base model in a versioned embedded Qdrant collection;
 2. show a few searches and evaluate BM25 against the base model's three search modes on the demo questions;
 3. (unless ``--no-train``) run the few-shot Promptagator pipeline on the demo task (8 example questions that are
@@ -12,23 +14,28 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
+from ferret.cli.job_runs import run_command_job
 from ferret.cli.pipeline_commands import print_result
-from ferret.cli.render import console, err_console, eval_table, print_results, progress_bar
-from ferret.core.corpus.ingest import Ingestor, IngestReport
+from ferret.cli.render import console, eval_table, print_results
+from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus, get_or_create_corpus
+from ferret.core.db.index_version import active_index_version
+from ferret.core.db.models import IndexVersion, Job
 from ferret.core.db.search_config import active_search_config
 from ferret.core.db.task import find_task
 from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET, DEMO_TASK
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import load_queries
 from ferret.core.eval.configs import evaluate_plans
-from ferret.core.eval.evaluate import ensure_index, evaluate_dataset
+from ferret.core.eval.evaluate import EvalRow
 from ferret.core.index.types import SearchMode
-from ferret.core.llm.factory import build_backend
-from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
+from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.pipeline.promptagator.in_process import PipelineConfig, pipeline_result
+from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.core.search.configuration import SearchPlan, base_plan, describe, plan_for
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec
@@ -47,6 +54,9 @@ QUICKSTART_HELD_OUT = 0.4
 
 
 def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
+    """Each long step is a job (ingest, index build, pipeline, evaluation), so `ferret jobs list` and the admin show
+    the quickstart while it runs, as any long command (issue 11, item 10); searches and the final comparison are
+    short and run here."""
     if home is not None:
         os.environ["FERRET_HOME"] = str(home)
         get_settings.cache_clear()
@@ -60,17 +70,17 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
             max_passage_tokens=ctx.settings.max_passage_tokens,
             passage_overlap_tokens=ctx.settings.passage_overlap_tokens,
         )
-        with progress_bar() as bar:
-            task = bar.add_task("ingesting the demo corpus", total=None)
-            report = Ingestor(
-                ctx.session, ctx.settings, ctx.backend, corpus, progress=lambda r: bar.update(task, completed=r.seen)
-            ).run(ctx.connectors("beir", path=str(DEMO_DATASET), name="demo"))
-        _print_report(report)
+        config = {"path": str(DEMO_DATASET), "name": "demo"}
+        ingested = _job(ctx, "ingest", corpus=corpus, source_kind="beir", config=config)
+        _print_report(ingested.result or {})
 
         base = ModelRegistry(ctx.session, ctx.settings).ensure_base()
-        index_version = ensure_index(
-            ctx.session, ctx.settings, ctx.backend, corpus, base, lambda m: err_console.print(f"[dim]{m}[/dim]")
-        )
+        index_version = VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus).live_version(base)
+        if index_version is None:
+            promote = active_index_version(ctx.session, corpus) is None
+            built = _job(ctx, "index_build", corpus=corpus, model=base.name, promote=promote, actor=cli_actor())
+            index_version = ctx.session.get(IndexVersion, (built.result or {})["index_version_id"])
+            assert index_version is not None
         console.print(f"index: {index_version.collection} ({index_version.point_count} passages)\n")
         _show_searches(ctx, "searches with the active model")
         models = ["base"]
@@ -79,16 +89,8 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
             if trained is not None:
                 models.append(trained)
                 _show_searches(ctx, "the same searches after the pipeline")
-        rows = evaluate_dataset(
-            ctx.session,
-            ctx.settings,
-            ctx.backend,
-            DEMO_DATASET,
-            connectors=ctx.connectors,
-            split="test",
-            corpus_name=DEMO_CORPUS,
-            models=models,
-        )
+        evaluated = _job(ctx, "eval", dataset=DEMO_DATASET, split="test", models=models, corpus=DEMO_CORPUS)
+        rows = [EvalRow(**row) for row in (evaluated.result or {}).get("rows", [])]
         console.print(eval_table(f"demo corpus: {len(load_queries(DEMO_DATASET))} questions", rows))
         if train:
             _compare_configurations(ctx)
@@ -99,6 +101,18 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
     )
 
 
+def _job(ctx: AppContext, kind: str, **inputs: Any) -> Job:
+    """Run one step as a job in a thread of this process and follow it; a failed step is the command's error.
+
+    The embedded index lets one holder load a shard: this process's own handle lets go of the shards it loaded for
+    the searches, so the job can load them (they are loaded again at the next search)."""
+    ctx.backend.close()
+    ctx.session.commit()  # the job's writes are read afresh afterwards
+    job = run_command_job(ctx, kind, detach=False, **inputs)
+    assert job is not None  # not detached
+    return job
+
+
 def _train(ctx: AppContext) -> str | None:
     task = find_task(ctx.session, "demo-questions") or create_task(ctx.session, load_task_spec(DEMO_TASK))
     ctx.session.commit()
@@ -106,31 +120,14 @@ def _train(ctx: AppContext) -> str | None:
         f"\n[bold]Few-shot training[/bold] on task {task.name!r} ({len(task.examples)} examples), "
         f"{QUICKSTART_DOCUMENTS} documents, embedded generator"
     )
-    llm = build_backend(ctx.settings)
-    try:
-        with progress_bar() as bar:
-            bars: dict[str, object] = {}
-
-            def status(stage: str, fraction: float) -> None:
-                if stage not in bars:
-                    bars[stage] = bar.add_task(stage, total=1.0)
-                bar.update(bars[stage], completed=fraction)  # type: ignore[arg-type]
-
-            result = run_pipeline(
-                ctx.session,
-                ctx.settings,
-                ctx.backend,
-                task,
-                llm,
-                PipelineConfig(
-                    max_documents=QUICKSTART_DOCUMENTS,
-                    queries_per_doc=QUICKSTART_QUERIES_PER_DOCUMENT,
-                    held_out_fraction=QUICKSTART_HELD_OUT,
-                ),
-                status=status,
-            )
-    finally:
-        llm.close()
+    config = PipelineConfig(
+        max_documents=QUICKSTART_DOCUMENTS,
+        queries_per_doc=QUICKSTART_QUERIES_PER_DOCUMENT,
+        held_out_fraction=QUICKSTART_HELD_OUT,
+    )
+    job = _job(ctx, "pipeline", task=task, config=config)
+    state = {key: value for key, value in (job.result or {}).items() if key != "stages_done"}
+    result = pipeline_result(ctx.session, PipelineState.from_json(state))
     print_result(result)
     return result.model.name
 
@@ -170,8 +167,9 @@ def _show_searches(ctx: AppContext, title: str) -> None:
         console.print()
 
 
-def _print_report(report: IngestReport) -> None:
+def _print_report(report: dict[str, Any]) -> None:
     console.print(
-        f"documents: {report.added} added, {report.updated} updated, {report.unchanged} unchanged, "
-        f"{report.deleted} deleted; {report.passages_added} passages added"
+        f"documents: {report.get('added', 0)} added, {report.get('updated', 0)} updated, "
+        f"{report.get('unchanged', 0)} unchanged, {report.get('deleted', 0)} deleted; "
+        f"{report.get('passages_added', 0)} passages added"
     )
