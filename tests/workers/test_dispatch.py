@@ -23,7 +23,9 @@ def _jobs(session: Session) -> int:
 
 def test_every_job_kind_is_started_through_its_declaration_with_no_method_of_its_own() -> None:
     assert all(pipeline.prepare is not None for pipeline in JOB_KINDS.values())
-    assert JOB_KINDS["ingest"].inputs == ("corpus", "source_kind", "config", "incremental")
+    assert JOB_KINDS["ingest"].inputs == ("corpus", "source_kind", "config", "incremental", "created_corpus")
+    assert JOB_KINDS["eval"].inputs == ("dataset", "split", "models", "corpus")
+    assert JOB_KINDS["index_repair"].inputs == ("corpus", "actor")
     assert JOB_KINDS["index_build"].inputs == ("corpus", "model", "promote", "actor")
     starters = {name for name in vars(JobQueue) if name.startswith("start")}
     assert starters == {"start_job"}  # a new pipeline adds no method to the port (nor to its adapter)
