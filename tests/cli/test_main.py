@@ -105,7 +105,7 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert "docs__v1" in listed.stdout and "active" in listed.stdout
     row = next(line for line in listed.stdout.splitlines() if "docs__v1" in line)
     assert "(promote)" in row and "cli:" in row  # when and by whom it was made active (issue 11, item 12)
-    assert "activations, oldest first: v1" in listed.stdout
+    assert "activations, oldest first: v1 (promote)" in listed.stdout
 
     corpora = runner.invoke(app, ["corpora"])
     assert "docs: 3 documents, 3 passages" in corpora.stdout

@@ -74,8 +74,8 @@ def list_versions(corpus: CorpusOption) -> None:
             )
         console.print(table)
         if history:
-            steps = [f"v{a.version}" + (" (rolled back)" if a.withdrawn else "") for a in history]
-            console.print(f"activations, oldest first: {' -> '.join(steps)}", highlight=False)
+            steps = [f"v{a.version} ({a.via})" for a in history]
+            console.print(f"activations, oldest first: {', '.join(steps)}", highlight=False)
 
 
 def _when(moment: datetime | None) -> str:
