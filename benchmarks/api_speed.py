@@ -3,20 +3,28 @@
 Usage:
     python benchmarks/api_speed.py --dataset ../shared/datasets/scifact --dataset ../shared/datasets/nfcorpus \
         --dataset ../shared/datasets/squad-v1.1-dev [--passages 100000] [--queries 300] [--push-docs 2000] \
-        [--push-batch 100] [--cache benchmarks/out] [--home DIR] [--json benchmarks/out/api-speed.json]
+        [--push-batch 100] [--client wrk|threads] [--seconds 20] [--query-encoder torch|onnx|onnx-int8] \
+        [--cache benchmarks/out] [--home DIR] [--json benchmarks/out/api-speed.json]
     python benchmarks/api_speed.py ... --passages 5000 --queries 100 --push-docs 300    # smoke run
+    # the issue-16 search table, reusing the index kept in DIR by a first run with the same --home:
+    python benchmarks/api_speed.py --passages 100000 --push-docs 0 --home /tmp/ferret-api-100k
 
 Index: sentences of the datasets' corpora become --passages passages, embedded with the base model (cached as .npy
-under --cache, shared with benchmarks/speed.py) and BM25-encoded, indexed in the embedded backend and promoted, as
-benchmarks/speed_search.py does.
+under --cache, shared with benchmarks/speed.py; benchmarks/gpu_million.py or gpu_speed.py can make the 100k cache
+on a GPU) and BM25-encoded, indexed in the embedded backend and promoted, as benchmarks/speed_search.py does. With
+--home, a second run finds that index and reuses it (the build at 100k takes most of a run on 2 cores).
 Search: the same real queries, first through ``Searcher.search`` in this process (the exact call the API makes,
-with the caller's ACL groups), then through ``POST /v1/corpora/{corpus}/search`` of a real ``ferret serve``
-(uvicorn, one worker, its own process: Qdrant Edge shards are opened by one process at a time), at 1, 8 and 32
-concurrent clients (threads, one keep-alive HTTP connection each). Reported: p50/p99 per request and the ratio API /
-in-process. Both run hybrid search by default (--mode).
-Push: --push-docs documents of the datasets, in batches of --push-batch, through ``POST .../documents`` into a corpus
-with an active index version (so each document is chunked, stored and embedded before the answer), then the same
-batches again (all unchanged: the idempotent path). Reported in documents/s.
+with the caller's ACL groups, from Python threads), then through ``POST /v1/corpora/{corpus}/search`` of a real
+``ferret serve`` (uvicorn, one worker, its own process: Qdrant Edge shards are opened by one process at a time), at
+1, 8 and 32 concurrent clients. The API's load generator is wrk (benchmarks/wrk_load.py: C, one thread, --seconds
+per row after a 3 s warm-up) when installed (``make system-deps``), else Python threads with one keep-alive httpx
+connection each (--client threads), which on 2 cores take as much CPU as the server. Every API row reports the CPU
+the server process and the load generator used during it (in cores), and the 1-minute load average, because the
+cores may be shared. Reported: p50/p99 per request and the ratio API / in-process. Hybrid search by default (--mode).
+--query-encoder sets FERRET_QUERY_ENCODER for this process and the server.
+Push: --push-docs documents of the datasets (0: none), in batches of --push-batch, through ``POST .../documents``
+into a fresh corpus with an active index version (above the synchronous line each batch is a ``push_index`` job),
+then the same batches again (all unchanged: the idempotent path). Reported in documents/s until searchable.
 """
 
 from __future__ import annotations
@@ -26,7 +34,6 @@ import json
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,6 +50,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import httpx
 from rich.table import Table
 
+import wrk_load
+from api_push import print_push_table, push_throughput
 from speed_support import (
     TOP_K,
     Latency,
@@ -59,14 +68,13 @@ from speed_support import (
 
 API_CONCURRENCY = (1, 8, 32)
 SEARCH_CORPUS = "api-speed"
-PUSH_CORPUS = "api-push"
 CALLER_GROUPS = ["public"]
 
 
 def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, cache_dir: Path) -> dict[str, Any]:
     """A promoted index of ``n_passages`` real sentences, built from cached embeddings (no documents in the DB: search
     reads only the index and, once per collection, the index version row)."""
-    from ferret.core.db.corpus import create_corpus
+    from ferret.core.db.corpus import create_corpus, find_corpus
     from ferret.core.db.index_version import create_index_version
     from ferret.core.db.models import IndexState, utcnow
     from ferret.core.encoder.registry import ModelRegistry
@@ -75,6 +83,17 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
 
     app = open_platform(home)
     settings, backend = app.settings, app.backend
+    session = open_session(settings)
+    try:
+        existing = find_corpus(session, SEARCH_CORPUS)
+        if existing is not None:  # a kept --home: its promoted index serves this run too
+            count = backend.count(VersionedCollection(session, settings, backend, existing).alias)
+            if count != n_passages:
+                raise SystemExit(f"{home} holds an index of {count} passages, not {n_passages}: use another --home")
+            console.print(f"[dim]reusing the {count:,}-passage index in {home}[/dim]")
+            return {"passages": count, "reused": True}
+    finally:
+        session.close()
     sentences = corpus_sentences(datasets, n_passages)
     texts = [s.text for s in sentences]
     session = open_session(settings)
@@ -110,7 +129,7 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
     return {"passages": len(texts), "embed": embed_meta, "upsert_and_hnsw_s": index_s}
 
 
-def prepare_push_corpus(home: Path) -> None:
+def prepare_push_corpus(home: Path, name: str) -> None:
     """An empty-but-indexed corpus: one seed document, built and promoted, so pushes embed into a live version."""
     from ferret.core.corpus.push import PushedDocument, PushIngestor
     from ferret.core.db.corpus import create_corpus
@@ -123,7 +142,7 @@ def prepare_push_corpus(home: Path) -> None:
     try:
         corpus = create_corpus(
             session,
-            PUSH_CORPUS,
+            name,
             max_passage_tokens=app.settings.max_passage_tokens,
             passage_overlap_tokens=app.settings.passage_overlap_tokens,
         )
@@ -219,79 +238,53 @@ def start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
         time.sleep(0.3)
 
 
-def api_latencies(base: str, key: str, queries: list[str], mode: str, requests: int) -> list[dict[str, Any]]:
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def api_latencies(
+    base: str, key: str, queries: list[str], mode: str, requests: int, client: str, seconds: float, server_pid: int
+) -> list[dict[str, Any]]:
+    """One row per concurrency, with the CPU (in cores) the server and the load generator used during it."""
     headers = {"Authorization": f"Bearer {key}"}
+    bodies = [{"query": query, "k": TOP_K, "mode": mode} for query in queries]
     clients = [httpx.Client(base_url=base, headers=headers, timeout=120) for _ in range(max(API_CONCURRENCY))]
 
     def call(worker: int, i: int) -> object:
-        body = {"query": queries[i % len(queries)], "k": TOP_K, "mode": mode}
-        response = clients[worker].post(f"/v1/corpora/{SEARCH_CORPUS}/search", json=body)
+        response = clients[worker].post(f"/v1/corpora/{SEARCH_CORPUS}/search", json=bodies[i % len(bodies)])
         response.raise_for_status()
         return response
 
     try:
         results = []
         for concurrency in API_CONCURRENCY:
-            console.print(f"[dim]HTTP API search, {concurrency} client(s)[/dim]")
-            results.append(with_load(measure("HTTP API POST .../search", call, requests, concurrency)))
+            console.print(f"[dim]HTTP API search, {concurrency} client(s), {client}[/dim]")
+            server_before, wall_before, client_before = (
+                process_cpu_s(server_pid),
+                time.perf_counter(),
+                time.process_time(),
+            )
+            if client == "wrk":
+                url = f"{base}/v1/corpora/{SEARCH_CORPUS}/search"
+                row = wrk_load.measure_wrk(url, headers, bodies, concurrency, seconds)
+            else:
+                row = asdict(measure("HTTP API POST .../search", call, requests, concurrency))
+                row["client_cpu_cores"] = (time.process_time() - client_before) / (time.perf_counter() - wall_before)
+            row["server_cpu_cores"] = (process_cpu_s(server_pid) - server_before) / (time.perf_counter() - wall_before)
+            results.append({**row, "load_1m": round(os.getloadavg()[0], 2)})
         return results
     finally:
-        for client in clients:
-            client.close()
-
-
-def push_throughput(base: str, key: str, datasets: Sequence[Path], n_docs: int, batch: int) -> dict[str, Any]:
-    from itertools import islice
-
-    from ferret.core.eval.beir import iter_corpus
-
-    def records() -> Any:
-        for dataset in datasets:
-            for record in iter_corpus(dataset):
-                yield {"external_id": f"{dataset.name}:{record.doc_id}", "title": record.title, "text": record.text}
-
-    documents = list(islice(records(), n_docs))
-    batches = [documents[i : i + batch] for i in range(0, len(documents), batch)]
-    result: dict[str, Any] = {"documents": len(documents), "batch": batch}
-    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=600) as client:
-        for label in ("new", "unchanged"):
-            console.print(f"[dim]push API: {len(documents)} {label} documents in batches of {batch}[/dim]")
-            passages = 0
-            jobs: list[str] = []
-            accept_ms: list[float] = []
-            started = time.perf_counter()
-            for chunk in batches:
-                sent = time.perf_counter()
-                response = client.post(f"/v1/corpora/{PUSH_CORPUS}/documents", json={"documents": chunk})
-                response.raise_for_status()
-                accept_ms.append((time.perf_counter() - sent) * 1000)
-                if response.status_code == 202:  # above the synchronous line: searchable when its job succeeds
-                    jobs.append(response.json()["job_url"])
-                else:
-                    passages += response.json()["passages_added"]
-            accepted = time.perf_counter() - started
-            for job_url in jobs:
-                while (job := client.get(job_url).raise_for_status().json())["state"] not in ("succeeded", "failed"):
-                    time.sleep(0.05)
-                if job["state"] != "succeeded":
-                    raise RuntimeError(f"push job {job_url} failed: {job['error']}")
-                passages += job["result"]["passages_added"]
-            seconds = time.perf_counter() - started
-            result[label] = {
-                "seconds": seconds,
-                "docs_per_s": len(documents) / seconds,
-                "passages": passages,
-                "jobs": len(jobs),
-                "accepted_s": accepted,
-                "accept_p50_ms": statistics.median(accept_ms),
-            }
-    return result
+        for http in clients:
+            http.close()
 
 
 def print_search_table(result: dict[str, Any]) -> None:
     table = Table(
-        title=f"Search latency, {result['index']['passages']:,} passages, {result['mode']} mode, top {TOP_K}, "
-        f"{result['requests']} requests per row"
+        title=f"Search latency, {result['index']['passages']:,} passages, {result['mode']} mode, top {TOP_K}; "
+        f"in-process {result['requests']} requests per row, API by {result['client']}; "
+        f"query encoder {result['query_encoder']}"
     )
     for column in (
         "clients",
@@ -301,8 +294,10 @@ def print_search_table(result: dict[str, Any]) -> None:
         "API p50",
         "API p99",
         "API QPS",
+        "API requests",
         "p50 ratio",
         "p99 ratio",
+        "server / client CPU (cores)",
         "load (in-proc / API)",
     ):
         table.add_column(column, justify="right")
@@ -315,8 +310,10 @@ def print_search_table(result: dict[str, Any]) -> None:
             f"{api['p50_ms']:.2f} ms",
             f"{api['p99_ms']:.2f} ms",
             f"{api['qps']:,.0f}",
+            f"{api['requests']:,}",
             f"{api['p50_ms'] / local['p50_ms']:.2f}",
             f"{api['p99_ms'] / local['p99_ms']:.2f}",
+            f"{api['server_cpu_cores']:.2f} / {api['client_cpu_cores']:.2f}",
             f"{local['load_1m']:.1f} / {api['load_1m']:.1f}",
         )
     console.print(table)
@@ -324,22 +321,8 @@ def print_search_table(result: dict[str, Any]) -> None:
 
 def print_tables(result: dict[str, Any]) -> None:
     print_search_table(result)
-    push = result["push"]
-    table = Table(title=f"Push API ingestion: {push['documents']:,} documents in batches of {push['batch']}, 1 client")
-    for column in ("documents", "jobs", "all accepted s", "accept p50", "searchable s", "documents/s", "passages"):
-        table.add_column(column, justify="right")
-    for label in ("new", "unchanged"):
-        row = push[label]
-        table.add_row(
-            label,
-            str(row["jobs"]),
-            f"{row['accepted_s']:.1f}",
-            f"{row['accept_p50_ms']:.0f} ms",
-            f"{row['seconds']:.1f}",
-            f"{row['docs_per_s']:,.1f}",
-            f"{row['passages']:,}",
-        )
-    console.print(table)
+    if "push" in result:
+        print_push_table(result["push"])
 
 
 def main() -> None:
@@ -354,14 +337,35 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=Path(__file__).resolve().parent / "out")
     parser.add_argument("--home", type=Path, default=None, help="FERRET_HOME of the run; default: a temporary folder")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--client",
+        choices=("wrk", "threads"),
+        default="wrk" if wrk_load.available() else "threads",
+        help="API load generator: wrk (C, one thread; default when installed) or Python threads with httpx",
+    )
+    parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per wrk row (after 3 s of warm-up)")
+    parser.add_argument(
+        "--query-encoder",
+        default=os.environ.get("FERRET_QUERY_ENCODER"),
+        help="FERRET_QUERY_ENCODER for this process and the server (torch, onnx, onnx-int8); default: the platform's",
+    )
     args = parser.parse_args()
+    if args.query_encoder:
+        os.environ["FERRET_QUERY_ENCODER"] = args.query_encoder
     datasets = args.dataset or [shared / name for name in ("scifact", "nfcorpus", "squad-v1.1-dev")]
 
     home = args.home or Path(tempfile.mkdtemp(prefix="ferret-api-speed-"))
-    result: dict[str, Any] = {"machine": machine_info(), "mode": args.mode}
+    result: dict[str, Any] = {
+        "machine": machine_info(),
+        "mode": args.mode,
+        "client": args.client,
+        "query_encoder": args.query_encoder or "default",
+    }
     try:
         result["index"] = build_search_index(home, datasets, args.passages, args.cache)
-        prepare_push_corpus(home)
+        push_corpus = f"api-push-{time.time_ns()}"  # a kept --home gets a fresh push corpus each run
+        if args.push_docs:
+            prepare_push_corpus(home, push_corpus)
         key = create_key(home)
         queries = dataset_queries(datasets, args.queries)
         result["requests"] = len(queries)
@@ -370,9 +374,14 @@ def main() -> None:
         server = start_server(home, port)
         try:
             base = f"http://127.0.0.1:{port}"
-            result["api"] = api_latencies(base, key, queries, args.mode, len(queries))
+            result["api"] = api_latencies(
+                base, key, queries, args.mode, len(queries), args.client, args.seconds, server.pid
+            )
             print_search_table(result)  # before the push part, so its figures survive a failed push
-            result["push"] = push_throughput(base, key, datasets, args.push_docs, args.push_batch)
+            if args.push_docs:
+                result["push"] = push_throughput(
+                    base, key, home, push_corpus, datasets, args.push_docs, args.push_batch
+                )
         finally:
             server.terminate()
             server.wait(timeout=60)

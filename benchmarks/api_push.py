@@ -1,0 +1,150 @@
+"""The push half of benchmarks/api_speed.py (issue 16, item 2): documents/s from the first push request until the
+last document is searchable, against a raw ``encode_passages`` of exactly the same passages in the same run.
+
+The raw encode runs in the benchmark's process after the push, while the server is idle, at the platform's
+``FERRET_ENCODE_BATCH_SIZE``: it is what embedding alone costs on these cores, so "vs raw encode" (raw seconds /
+push seconds) is the share of the ceiling the whole path reaches (the issue's goal: >= 0.90).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich.table import Table
+
+from speed_support import console, open_platform, open_session
+
+
+def raw_encode(home: Path, corpus: str) -> dict[str, Any]:
+    """A raw ``encode_passages`` of exactly the passages the push stored (title + text, as every build embeds
+    them), in this process at the platform's batch size: the ceiling the push path is compared with."""
+    from sqlalchemy import select
+
+    from ferret.core.corpus.chunking import passage_text
+    from ferret.core.db.corpus import get_corpus
+    from ferret.core.db.models import Document, Passage
+    from ferret.core.encoder.registry import ModelRegistry
+
+    app = open_platform(home)
+    session = open_session(app.settings)
+    try:
+        row = get_corpus(session, corpus)
+        pairs = session.execute(
+            select(Document.title, Passage.text).join(Document, Passage.document_id == Document.id)
+            .where(Passage.corpus_id == row.id, Document.source != "bench")
+            .order_by(Passage.id)
+        ).all()  # fmt: skip
+        registry = ModelRegistry(session, app.settings)
+        encoder = registry.encoder(registry.ensure_base())
+    finally:
+        session.close()
+        app.backend.close()
+    texts = [passage_text(title, text) for title, text in pairs]
+    encoder.encode_passages(texts[:64], batch_size=app.settings.encode_batch_size)  # warm-up
+    started = time.perf_counter()
+    encoder.encode_passages(texts, batch_size=app.settings.encode_batch_size)
+    return {"passages": len(texts), "seconds": time.perf_counter() - started}
+
+
+def push_throughput(
+    base: str, key: str, home: Path, corpus: str, datasets: Sequence[Path], n_docs: int, batch: int
+) -> dict[str, Any]:
+    from itertools import islice
+
+    from ferret.core.eval.beir import iter_corpus
+
+    def records() -> Any:
+        for dataset in datasets:
+            for record in iter_corpus(dataset):
+                yield {"external_id": f"{dataset.name}:{record.doc_id}", "title": record.title, "text": record.text}
+
+    documents = list(islice(records(), n_docs))
+    batches = [documents[i : i + batch] for i in range(0, len(documents), batch)]
+    result: dict[str, Any] = {"documents": len(documents), "batch": batch}
+    with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {key}"}, timeout=600) as client:
+        for label in ("new", "unchanged"):
+            console.print(f"[dim]push API: {len(documents)} {label} documents in batches of {batch}[/dim]")
+            passages = 0
+            jobs: list[str] = []
+            accept_ms: list[float] = []
+            started = time.perf_counter()
+            for chunk in batches:
+                sent = time.perf_counter()
+                response = client.post(f"/v1/corpora/{corpus}/documents", json={"documents": chunk})
+                response.raise_for_status()
+                accept_ms.append((time.perf_counter() - sent) * 1000)
+                if response.status_code == 202:  # above the synchronous line: searchable when its job succeeds
+                    jobs.append(response.json()["job_url"])
+                else:
+                    passages += response.json()["passages_added"]
+            accepted = time.perf_counter() - started
+            for job_url in jobs:
+                while (job := client.get(job_url).raise_for_status().json())["state"] not in ("succeeded", "failed"):
+                    time.sleep(0.05)
+                if job["state"] != "succeeded":
+                    raise RuntimeError(f"push job {job_url} failed: {job['error']}")
+                passages += job["result"]["passages_added"]
+            seconds = time.perf_counter() - started
+            result[label] = {
+                "seconds": seconds,
+                "docs_per_s": len(documents) / seconds,
+                "passages": passages,
+                "jobs": len(jobs),
+                "accepted_s": accepted,
+                "accept_p50_ms": statistics.median(accept_ms),
+                "load_1m": round(os.getloadavg()[0], 2),
+            }
+            if label == "new":  # the same passages through a raw encode, with the server idle
+                console.print("[dim]raw encode of the pushed passages[/dim]")
+                raw = raw_encode(home, corpus)
+                result["raw_encode"] = {**raw, "docs_per_s": len(documents) / raw["seconds"]}
+    return result
+
+
+def print_push_table(push: dict[str, Any]) -> None:
+    table = Table(title=f"Push API ingestion: {push['documents']:,} documents in batches of {push['batch']}, 1 client")
+    for column in (
+        "documents",
+        "jobs",
+        "all accepted s",
+        "accept p50",
+        "searchable s",
+        "documents/s",
+        "passages",
+        "vs raw encode",
+        "load",
+    ):
+        table.add_column(column, justify="right")
+    raw = push.get("raw_encode")
+    for label in ("new", "unchanged"):
+        row = push[label]
+        table.add_row(
+            label,
+            str(row["jobs"]),
+            f"{row['accepted_s']:.1f}",
+            f"{row['accept_p50_ms']:.0f} ms",
+            f"{row['seconds']:.1f}",
+            f"{row['docs_per_s']:,.1f}",
+            f"{row['passages']:,}",
+            f"{raw['seconds'] / row['seconds']:.2f}" if raw and label == "new" else "",
+            f"{row['load_1m']:.1f}",
+        )
+    if raw:
+        table.add_row(
+            "raw encode",
+            "",
+            "",
+            "",
+            f"{raw['seconds']:.1f}",
+            f"{raw['docs_per_s']:,.1f}",
+            f"{raw['passages']:,}",
+            "1.00",
+            "",
+        )
+    console.print(table)
