@@ -223,9 +223,9 @@ def test_state_lives_in_declared_named_volumes() -> None:
         assert environment(name)["FERRET_HOME"] == FERRET_HOME
 
 
-def test_only_api_and_admin_publish_ports_and_only_on_loopback() -> None:
+def test_only_api_admin_and_the_scale_profiles_balancer_publish_ports_and_only_on_loopback() -> None:
     published = {name: service["ports"] for name, service in SERVICES.items() if service.get("ports")}
-    assert set(published) == {"api", "admin"}
+    assert set(published) == {"api", "admin", "api-lb"}
     for name, ports in published.items():
         for port in ports:
             assert isinstance(port, str), f"{name}: use the HOST_IP:HOST_PORT:CONTAINER_PORT form"
