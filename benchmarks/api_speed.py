@@ -21,7 +21,8 @@ per row after a 3 s warm-up) when installed (``make system-deps``), else Python 
 connection each (--client threads), which on 2 cores take as much CPU as the server. Every API row reports the CPU
 the server process and the load generator used during it (in cores), and the 1-minute load average, because the
 cores may be shared. Reported: p50/p99 per request and the ratio API / in-process. Hybrid search by default (--mode).
---query-encoder sets FERRET_QUERY_ENCODER for this process and the server.
+--query-encoder sets FERRET_QUERY_ENCODER for this process and the server; --profile FILE samples the server with
+py-spy (``pip install py-spy``; needs ptrace rights) during the 32-client row.
 Push: --push-docs documents of the datasets (0: none), in batches of --push-batch, through ``POST .../documents``
 into a fresh corpus with an active index version (above the synchronous line each batch is a ``push_index`` job),
 then the same batches again (all unchanged: the idempotent path). Reported in documents/s until searchable.
@@ -244,10 +245,28 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def start_profiler(pid: int, seconds: float, output: Path) -> subprocess.Popen[bytes]:
+    """py-spy (PyPI) sampling the server's threads for ``seconds``, without pausing it (--nonblocking), as folded
+    stacks (one line per distinct stack with its sample count: grep and sort them, or feed them to a flame graph)."""
+    py_spy = Path(sys.executable).with_name("py-spy")
+    command = [str(py_spy) if py_spy.exists() else "py-spy", "record", "--pid", str(pid), "--nonblocking"]
+    command += ["--format", "raw", "--rate", "100", "--duration", str(max(1, round(seconds))), "--output", str(output)]
+    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+
+
 def api_latencies(
-    base: str, key: str, queries: list[str], mode: str, requests: int, client: str, seconds: float, server_pid: int
+    base: str,
+    key: str,
+    queries: list[str],
+    mode: str,
+    requests: int,
+    client: str,
+    seconds: float,
+    server_pid: int,
+    profile: Path | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per concurrency, with the CPU (in cores) the server and the load generator used during it."""
+    """One row per concurrency, with the CPU (in cores) the server and the load generator used during it; with
+    ``profile``, py-spy samples the server during the busiest row."""
     headers = {"Authorization": f"Bearer {key}"}
     bodies = [{"query": query, "k": TOP_K, "mode": mode} for query in queries]
     clients = [httpx.Client(base_url=base, headers=headers, timeout=120) for _ in range(max(API_CONCURRENCY))]
@@ -266,11 +285,17 @@ def api_latencies(
                 time.perf_counter(),
                 time.process_time(),
             )
+            profiler = None
+            if profile is not None and concurrency == max(API_CONCURRENCY):
+                profiler = start_profiler(server_pid, seconds + (3 if client == "wrk" else 0), profile)
             if client == "wrk":
                 url = f"{base}/v1/corpora/{SEARCH_CORPUS}/search"
                 row = wrk_load.measure_wrk(url, headers, bodies, concurrency, seconds)
             else:
                 row = asdict(measure("HTTP API POST .../search", call, requests, concurrency))
+            if profiler is not None:
+                profiler.wait(timeout=120)
+                console.print(f"[dim]py-spy profile of the server at {concurrency} clients: {profile}[/dim]")
                 row["client_cpu_cores"] = (time.process_time() - client_before) / (time.perf_counter() - wall_before)
             row["server_cpu_cores"] = (process_cpu_s(server_pid) - server_before) / (time.perf_counter() - wall_before)
             results.append({**row, "load_1m": round(os.getloadavg()[0], 2)})
@@ -343,6 +368,7 @@ def main() -> None:
         default="wrk" if wrk_load.available() else "threads",
         help="API load generator: wrk (C, one thread; default when installed) or Python threads with httpx",
     )
+    parser.add_argument("--profile", type=Path, default=None, help="py-spy's folded stacks of the server at 32 clients")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per wrk row (after 3 s of warm-up)")
     parser.add_argument(
         "--query-encoder",
@@ -375,7 +401,7 @@ def main() -> None:
         try:
             base = f"http://127.0.0.1:{port}"
             result["api"] = api_latencies(
-                base, key, queries, args.mode, len(queries), args.client, args.seconds, server.pid
+                base, key, queries, args.mode, len(queries), args.client, args.seconds, server.pid, args.profile
             )
             print_search_table(result)  # before the push part, so its figures survive a failed push
             if args.push_docs:
