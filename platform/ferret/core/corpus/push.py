@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy.exc import IntegrityError
 
+from ferret.core.corpus.chunking import passage_text
 from ferret.core.corpus.document_diff import DocumentDiff
 from ferret.core.corpus.ingest import Ingestor, IngestReport
 from ferret.core.db.corpus import get_or_create_source
@@ -72,6 +73,26 @@ class PushIngestor(Ingestor):
                 raise ConflictError(
                     "Another push changed the same documents at the same time; send the batch again."
                 ) from None
+
+    def texts_to_embed(self, source_name: str, documents: Sequence[PushedDocument]) -> list[str]:
+        """The passage texts a push of ``documents`` would embed: those of new documents and of changed ones (the
+        skips of ``push``: same version or same content). For ``VersionedCollection.prefetch_embeddings``; a text
+        listed in vain costs an encoding, one left out is encoded by the sync that stores it."""
+        known = document_states(
+            self.session, self.corpus, source_name, [pushed.document.external_id for pushed in documents]
+        )
+        texts: list[str] = []
+        for pushed in documents:
+            item = pushed.document
+            state = known.get(item.external_id)
+            if not item.text.strip() or (
+                state is not None
+                and ((pushed.version is not None and state[2] == pushed.version) or state[1] == item.content_hash)
+            ):
+                continue
+            title = self.chunker.fit_title(item.title)
+            texts.extend(passage_text(title, chunk.text) for chunk in self.chunker.chunk(title, item.text))
+        return texts
 
     def _push(
         self, source_name: str, documents: Sequence[PushedDocument], delete_external_ids: Sequence[str]

@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from sqlalchemy.orm import Session
 
 from ferret.core.db.activation import INDEX, PROMOTE, ROLLBACK, record_activation, rollback_target
@@ -101,6 +102,8 @@ class VersionedCollection:
         self.writer = QuarantineWriter(backend)
         self.unreadable: list[tuple[IndexVersion, str]] = []
         """Live versions a sync had to skip because they cannot be loaded; see ``replace_unreadable``."""
+        self.prefetched: dict[str, dict[str, np.ndarray]] = {}
+        """Model path -> passage text -> vector, from ``prefetch_embeddings``; ``sync`` encodes only what is missing."""
 
     @property
     def alias(self) -> str:
@@ -109,8 +112,28 @@ class VersionedCollection:
     def _points(self, model: ModelVersion) -> PointBuilder:
         encoder = load_encoder(model.path, self.settings)
         return PointBuilder(
-            encoder, sparse_encoder_for(self.session, self.corpus), batch_size=self.settings.encode_batch_size
+            encoder,
+            sparse_encoder_for(self.session, self.corpus),
+            batch_size=self.settings.encode_batch_size,
+            precomputed=self.prefetched.get(model.path),
         )
+
+    def prefetch_embeddings(self, texts: Sequence[str]) -> None:
+        """Encode passage texts (``passage_text(title, text)``) once per model of the live versions, ahead of the
+        ``sync`` calls that will store them, so those calls only look their vectors up.
+
+        Why: a push job applies its batch in slices of a few documents, each its own transaction (SQLite has one
+        write lock), and each slice encoded on its own gave the encoder batches of ~30 passages: below
+        ``FERRET_ENCODE_BATCH_SIZE`` and too few for sentence-transformers' length sorting to cut the padding.
+        One call over the whole batch, outside any transaction, runs full batches (issue 16, item 2)."""
+        unique = list(dict.fromkeys(texts))
+        if not unique:
+            return
+        models = {v.model_version.path: v.model_version for v in live_index_versions(self.session, self.corpus)}
+        for path in models:
+            encoder = load_encoder(path, self.settings)
+            vectors = encoder.encode_passages(unique, batch_size=self.settings.encode_batch_size)
+            self.prefetched[path] = dict(zip(unique, vectors, strict=True))
 
     def _lock_path(self, index_version: IndexVersion) -> Path:
         return self.settings.home / "locks" / f"{index_version.collection}.lock"

@@ -89,6 +89,10 @@ def _index_pushed(context: StageContext, payload: Payload) -> Payload:
     corpus = get_corpus(session, payload["corpus"])
     documents = pushed_documents(list(params.get("documents") or []))
     ingestor = PushIngestor(session, context.settings, context.backend, corpus)
+    # The whole batch's new passages in one encoder call, before the slices' transactions (see prefetch_embeddings)
+    context.progress("embedding", 0.0)
+    ingestor.versions.prefetch_embeddings(ingestor.texts_to_embed(str(params["source"]), documents))
+    session.commit()  # end the read transaction the look-up opened: no lock is held while the slices wait
     totals: Payload = {}
     for start in range(0, len(documents), PUSH_JOB_SLICE):
         context.progress("embedding", start / max(len(documents), 1))
