@@ -147,4 +147,4 @@ def print_push_table(push: dict[str, Any]) -> None:
             "1.00",
             "",
         )
-    console.print(table)
+    console.print(table, width=200)

@@ -55,6 +55,7 @@ import wrk_load
 from api_push import print_push_table, push_throughput
 from speed_support import (
     TOP_K,
+    WARMUP_CALLS,
     Latency,
     console,
     corpus_sentences,
@@ -277,6 +278,8 @@ def api_latencies(
         return response
 
     try:
+        for i in range(min(WARMUP_CALLS, len(bodies))):  # the server's first searches load the model and caches
+            call(0, i)
         results = []
         for concurrency in API_CONCURRENCY:
             console.print(f"[dim]HTTP API search, {concurrency} client(s), {client}[/dim]")
@@ -341,11 +344,12 @@ def print_search_table(result: dict[str, Any]) -> None:
             f"{api['server_cpu_cores']:.2f} / {api['client_cpu_cores']:.2f}",
             f"{local['load_1m']:.1f} / {api['load_1m']:.1f}",
         )
-    console.print(table)
+    console.print(table, width=200)
 
 
 def print_tables(result: dict[str, Any]) -> None:
-    print_search_table(result)
+    if "api" in result:
+        print_search_table(result)
     if "push" in result:
         print_push_table(result["push"])
 
@@ -368,6 +372,7 @@ def main() -> None:
         default="wrk" if wrk_load.available() else "threads",
         help="API load generator: wrk (C, one thread; default when installed) or Python threads with httpx",
     )
+    parser.add_argument("--no-search", action="store_true", help="the push part only")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy's folded stacks of the server at 32 clients")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per wrk row (after 3 s of warm-up)")
     parser.add_argument(
@@ -395,15 +400,17 @@ def main() -> None:
         key = create_key(home)
         queries = dataset_queries(datasets, args.queries)
         result["requests"] = len(queries)
-        result["in_process"] = in_process_latencies(home, queries, args.mode, len(queries))
+        if not args.no_search:
+            result["in_process"] = in_process_latencies(home, queries, args.mode, len(queries))
         port = free_port()
         server = start_server(home, port)
         try:
             base = f"http://127.0.0.1:{port}"
-            result["api"] = api_latencies(
-                base, key, queries, args.mode, len(queries), args.client, args.seconds, server.pid, args.profile
-            )
-            print_search_table(result)  # before the push part, so its figures survive a failed push
+            if not args.no_search:
+                result["api"] = api_latencies(
+                    base, key, queries, args.mode, len(queries), args.client, args.seconds, server.pid, args.profile
+                )
+                print_search_table(result)  # before the push part, so its figures survive a failed push
             if args.push_docs:
                 result["push"] = push_throughput(
                     base, key, home, push_corpus, datasets, args.push_docs, args.push_batch

@@ -101,7 +101,7 @@ def measure_wrk(
         started = time.perf_counter()
         raw = _run(url, headers, bodies_file, script, connections, seconds)
         wall = time.perf_counter() - started
-    if raw["status_errors"] or raw["socket_errors"]:
+    if raw["requests"] == 0 or raw["status_errors"] or raw["socket_errors"]:
         raise RuntimeError(f"wrk at {connections} connections: {raw}")
     duration_s = raw["duration_us"] / 1e6
     return {
