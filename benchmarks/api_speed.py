@@ -89,7 +89,8 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
     try:
         existing = find_corpus(session, SEARCH_CORPUS)
         if existing is not None:  # a kept --home: its promoted index serves this run too
-            count = backend.count(VersionedCollection(session, settings, backend, existing).alias)
+            collection = backend.resolve_alias(VersionedCollection(session, settings, backend, existing).alias)
+            count = backend.count(collection) if collection else 0
             if count != n_passages:
                 raise SystemExit(f"{home} holds an index of {count} passages, not {n_passages}: use another --home")
             console.print(f"[dim]reusing the {count:,}-passage index in {home}[/dim]")
