@@ -330,20 +330,30 @@ def print_search_table(result: dict[str, Any]) -> None:
         "load (in-proc / API)",
     ):
         table.add_column(column, justify="right")
-    for local, api in zip(result["in_process"], result["api"], strict=True):
+    locals_ = result.get("in_process") or [None] * len(result["api"])  # None: --api-only
+    for local, api in zip(locals_, result["api"], strict=True):
+
+        def here(key: str, unit: str = " ms", local: dict[str, Any] | None = local) -> str:
+            if local is None:
+                return "n/a"
+            return f"{local[key]:,.2f}{unit}" if unit else f"{local[key]:,.1f}"
+
+        def ratio(key: str, local: dict[str, Any] | None = local, api: dict[str, Any] = api) -> str:
+            return "n/a" if local is None else f"{api[key] / local[key]:.2f}"
+
         table.add_row(
-            str(local["concurrency"]),
-            f"{local['p50_ms']:.2f} ms",
-            f"{local['p99_ms']:.2f} ms",
-            f"{local['qps']:,.0f}",
+            str(api["concurrency"]),
+            here("p50_ms"),
+            here("p99_ms"),
+            here("qps", ""),
             f"{api['p50_ms']:.2f} ms",
             f"{api['p99_ms']:.2f} ms",
             f"{api['qps']:,.0f}",
             f"{api['requests']:,}",
-            f"{api['p50_ms'] / local['p50_ms']:.2f}",
-            f"{api['p99_ms'] / local['p99_ms']:.2f}",
+            ratio("p50_ms"),
+            ratio("p99_ms"),
             f"{api['server_cpu_cores']:.2f} / {api['client_cpu_cores']:.2f}",
-            f"{local['load_1m']:.1f} / {api['load_1m']:.1f}",
+            f"{here('load_1m', '')} / {api['load_1m']:.1f}",
         )
     console.print(table, width=200)
 
@@ -374,6 +384,7 @@ def main() -> None:
         help="API load generator: wrk (C, one thread; default when installed) or Python threads with httpx",
     )
     parser.add_argument("--no-search", action="store_true", help="the push part only")
+    parser.add_argument("--api-only", action="store_true", help="no in-process rows (the ratio columns read n/a)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy's folded stacks of the server at 32 clients")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per wrk row (after 3 s of warm-up)")
     parser.add_argument(
@@ -401,7 +412,7 @@ def main() -> None:
         key = create_key(home)
         queries = dataset_queries(datasets, args.queries)
         result["requests"] = len(queries)
-        if not args.no_search:
+        if not args.no_search and not args.api_only:
             result["in_process"] = in_process_latencies(home, queries, args.mode, len(queries))
         port = free_port()
         server = start_server(home, port)
