@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rich.console import Console
 from rich.table import Table
 
 from speed_support import console, open_platform, open_session
@@ -147,4 +148,4 @@ def print_push_table(push: dict[str, Any]) -> None:
             "1.00",
             "",
         )
-    console.print(table, width=200)
+    Console(width=200).print(table)  # wider than the shared console: the rows stay one line each

@@ -49,6 +49,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import httpx
+from rich.console import Console
 from rich.table import Table
 
 import wrk_load
@@ -312,7 +313,8 @@ def api_latencies(
 def print_search_table(result: dict[str, Any]) -> None:
     table = Table(
         title=f"Search latency, {result['index']['passages']:,} passages, {result['mode']} mode, top {TOP_K}; "
-        f"in-process {result['requests']} requests per row, API by {result['client']}; "
+        f"in-process {result['requests'] if result.get('in_process') else 'not run: 0'} requests per row, API by "
+        f"{result['client']}; "
         f"query encoder {result['query_encoder']}"
     )
     for column in (
@@ -355,7 +357,7 @@ def print_search_table(result: dict[str, Any]) -> None:
             f"{api['server_cpu_cores']:.2f} / {api['client_cpu_cores']:.2f}",
             f"{here('load_1m', '')} / {api['load_1m']:.1f}",
         )
-    console.print(table, width=200)
+    Console(width=200).print(table)  # wider than the shared console: the rows stay one line each
 
 
 def print_tables(result: dict[str, Any]) -> None:
