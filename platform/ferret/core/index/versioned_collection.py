@@ -125,12 +125,11 @@ class VersionedCollection:
         Why: a push job applies its batch in slices of a few documents, each its own transaction (SQLite has one
         write lock), and each slice encoded on its own gave the encoder batches of ~30 passages: below
         ``FERRET_ENCODE_BATCH_SIZE`` and too few for sentence-transformers' length sorting to cut the padding.
-        One call over the whole batch, outside any transaction, runs full batches (issue 16, item 2)."""
+        One call over the whole batch, before any of those write transactions, runs full batches (issue 16, item 2)."""
         unique = list(dict.fromkeys(texts))
         if not unique:
             return
-        models = {v.model_version.path: v.model_version for v in live_index_versions(self.session, self.corpus)}
-        for path in models:
+        for path in sorted({v.model_version.path for v in live_index_versions(self.session, self.corpus)}):
             encoder = load_encoder(path, self.settings)
             vectors = encoder.encode_passages(unique, batch_size=self.settings.encode_batch_size)
             self.prefetched[path] = dict(zip(unique, vectors, strict=True))
