@@ -88,6 +88,10 @@ def test_promote_roll_back_and_collect_switch_the_live_version(populated_home: P
     run(app)
     assert app.success[0].value == "kb: rolled back to version 1 (collection kb__v1)."
     assert active_versions() == ({1: IndexState.ACTIVE, 2: IndexState.READY}, "kb__v1")
+    history = next(frame.value for frame in app.dataframe if "index version" in frame.value.columns)
+    steps = list(zip(history["index version"], history["how"], history["withdrawn"], strict=True))[-2:]
+    assert steps == [(2, "promote", True), (1, "rollback", False)]  # who, when, how; what the rollback went past
+    assert all(actor.startswith("admin:") for actor in history["by"][-2:]) and all(history["activated"])
 
     app.button(key="collect-kb").click()
     run(app)

@@ -83,6 +83,19 @@ def test_list_promote_and_roll_back_search_configurations(configured_home: Path)
     assert [s.value for s in app.success] == ["Rolled back: search configuration 1 of kb is active."]
     assert active_version() == 1
 
+    # The activation history (issue 11, item 12): who, when, how; the rollback withdrew what it went past.
+    history = next(frame.value for frame in app.dataframe if "configuration" in frame.value.columns)
+    assert list(history["configuration"]) == [1, 2, 1]
+    assert list(history["how"]) == ["promote", "promote", "rollback"]
+    assert list(history["withdrawn"]) == [True, True, False]
+    assert all(actor.startswith("admin:") for actor in history["by"]) and all(history["activated"])
+    app.button(key="rollback-config-kb").click()  # configuration 1 is the oldest activation left
+    run(app)
+    assert [e.value for e in app.error] == [
+        "Corpus 'kb' has no earlier search configuration to roll back to (configuration 1 is the oldest activation "
+        "left); promote one by number with `ferret config promote`."
+    ]
+
 
 def test_the_playground_compares_two_configurations(configured_home: Path) -> None:
     app = run(AppTest.from_file(str(VIEWS / "playground.py"), default_timeout=TIMEOUT_S))

@@ -48,6 +48,12 @@ def last_activations(session: Session, corpus: Corpus, kind: str) -> dict[int, A
     return {row.version: row for row in activation_history(session, corpus, kind)}
 
 
+def history_line(history: list[Activation], *, prefix: str = "v") -> str:
+    """The history in one line, as ``ferret index list`` and ``ferret config list`` print it below their table:
+    ``v1 (promote), v2 (promote), v1 (rollback)``."""
+    return ", ".join(f"{prefix}{row.version} ({row.via})" for row in history)
+
+
 def rollback_target(session: Session, corpus: Corpus, kind: str, *, is_live: Callable[[int], bool]) -> int | None:
     """The version a rollback re-activates, or None when nothing earlier is left.
 

@@ -119,3 +119,19 @@ def highlight_markdown(text: str, query: str) -> str:
         last = match.end()
     parts.append(escape_markdown(text[last:]))
     return "".join(parts)
+
+
+def activation_rows(history: list[Any], label: str) -> list[dict[str, Any]]:
+    """The activation history of a corpus (``ferret.core.db.activation``), oldest first, one row each: ``label``
+    names what was activated (index version or configuration); a withdrawn row is one a rollback went past, so the
+    next Roll back does not return to it."""
+    return [
+        {
+            label: row.version,
+            "activated": f"{row.activated_at:%Y-%m-%d %H:%M:%S}",  # seconds: two can fall in one minute
+            "by": row.actor,
+            "how": row.via,
+            "withdrawn": row.withdrawn,
+        }
+        for row in history
+    ]

@@ -9,10 +9,12 @@ from typing import Any
 
 import streamlit as st
 
+from ferret.core.db.activation import CONFIG, activation_history
+from ferret.core.db.audit import local_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
 from ferret.core.search.configuration import describe, promote_config, rollback_config
-from ferret.ui.admin.common import run_action
+from ferret.ui.admin.common import activation_rows, run_action
 from ferret.ui.runtime import open_context
 
 
@@ -20,7 +22,7 @@ def promote_search_config(corpus_name: str, version: int) -> str:
     with open_context() as context:
         corpus = get_corpus(context.session, corpus_name)
         config = get_search_config(context.session, corpus, version)
-        promote_config(context.session, context.settings, context.backend, corpus, config)
+        promote_config(context.session, context.settings, context.backend, corpus, config, actor=local_actor("admin"))
         context.searcher.active_plans.forget(corpus_name)  # this process's searches see it now, not in 2 s
         return f"Search configuration {version} of {corpus_name} is active."
 
@@ -28,7 +30,11 @@ def promote_search_config(corpus_name: str, version: int) -> str:
 def roll_back_search_config(corpus_name: str) -> str:
     with open_context() as context:
         config = rollback_config(
-            context.session, context.settings, context.backend, get_corpus(context.session, corpus_name)
+            context.session,
+            context.settings,
+            context.backend,
+            get_corpus(context.session, corpus_name),
+            actor=local_actor("admin"),
         )
         context.searcher.active_plans.forget(corpus_name)
         return f"Rolled back: search configuration {config.version} of {corpus_name} is active."
@@ -63,12 +69,17 @@ def config_rows(configs: list[Any]) -> list[dict[str, Any]]:
 def search_configurations_section(context: Any, corpus_names: list[str]) -> None:
     st.subheader("Search configurations")
     for corpus_name in corpus_names:
-        configs = list_search_configs(context.session, get_corpus(context.session, corpus_name))
+        corpus = get_corpus(context.session, corpus_name)
+        configs = list_search_configs(context.session, corpus)
         st.markdown(f"**{corpus_name}**")
         if not configs:
             st.caption("No search configuration yet: search runs RRF over the active index version.")
             continue
         st.dataframe(config_rows(configs), hide_index=True)
+        history = activation_history(context.session, corpus, CONFIG)
+        if history:
+            st.caption("Activations, oldest first: Roll back walks back through those not withdrawn.")
+            st.dataframe(activation_rows(history, "configuration"), hide_index=True)
         left, middle, right = st.columns([2, 1, 1])
         version = left.selectbox("Configuration", [c.version for c in configs], key=f"search-config-{corpus_name}")
         middle.button(

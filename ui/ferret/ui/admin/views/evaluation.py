@@ -9,11 +9,20 @@ from typing import Any
 
 import streamlit as st
 
-from ferret.core.db.corpus import list_corpora
+from ferret.core.db.activation import INDEX, activation_history
+from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.model_version import list_model_versions
 from ferret.core.eval.per_query import BM25, wins_and_losses
 from ferret.ui.admin.actions import collect_versions, evaluate_upload
-from ferret.ui.admin.common import EVALUATION_RESULTS_KEY, attempt, page_context, run_action, show_notice, when
+from ferret.ui.admin.common import (
+    EVALUATION_RESULTS_KEY,
+    activation_rows,
+    attempt,
+    page_context,
+    run_action,
+    show_notice,
+    when,
+)
 from ferret.ui.admin.config_section import search_configurations_section
 from ferret.ui.admin.index_actions import promote_index_version, roll_back_corpus
 from ferret.ui.admin.overview import load_overview
@@ -70,6 +79,10 @@ def _versions_section(context: Any) -> None:
             ],
             hide_index=True,
         )
+        history = activation_history(context.session, get_corpus(context.session, corpus.name), INDEX)
+        if history:
+            st.caption("Activations, oldest first: Roll back walks back through those not withdrawn.")
+            st.dataframe(activation_rows(history, "index version"), hide_index=True)
         promotable = [v for v in corpus.versions if v.can_promote]
         buttons = st.columns(len(promotable) + 2)
         for column, row in zip(buttons, promotable, strict=False):
