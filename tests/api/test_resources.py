@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
+
+from ferret.api.app import create_app
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.engine import session_scope
+from ferret.core.db.search_config import create_search_config
+from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.search.fusion import Fusion
 
 Auth = Callable[[str], dict[str, str]]
 
@@ -65,6 +73,32 @@ def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) ->
     assert client.post("/v1/corpora/live/index-versions/0/promote", headers=admin).status_code == 422
     assert client.post("/v1/corpora/kb/index-versions/rollback", headers=admin).status_code == 404
     assert client.get("/v1/corpora/nowhere/index-versions", headers=admin).status_code == 404
+
+
+def test_search_configs_list_carries_the_activation_history(
+    tmp_path: Path, make_installation: Callable[[Path], Any]
+) -> None:
+    # An installation of its own: an active configuration changes how every search of its corpus ranks.
+    installation = make_installation(tmp_path)
+    with session_scope(installation.settings.database_url) as session:
+        corpus = get_corpus(session, "kb")
+        base = ModelRegistry(session, installation.settings).ensure_base()
+        for weight in (0.0, 1.0):
+            create_search_config(session, corpus, base, Fusion("convex", weight).to_json())
+    admin = {"Authorization": f"Bearer {installation.keys['admin']}"}
+    with TestClient(create_app(installation.settings)) as client:
+        assert client.get("/v1/corpora/kb/search-configs", headers=admin).json()["activations"] == []
+        for path in ("1/promote", "2/promote", "rollback"):
+            response = client.post(f"/v1/corpora/kb/search-configs/{path}", headers=admin)
+            assert response.status_code == 200, response.text
+        listing = client.get("/v1/corpora/kb/search-configs", headers=admin).json()
+    assert [(c["version"], c["active"]) for c in listing["configs"]] == [(1, True), (2, False)]
+    steps = [(a["version"], a["actor"], a["via"], a["withdrawn"]) for a in listing["activations"]]
+    assert steps == [
+        (1, "key:admin", "promote", True),
+        (2, "key:admin", "promote", True),
+        (1, "key:admin", "rollback", False),
+    ]
 
 
 def task_body(name: str, examples: int = 2) -> dict[str, Any]:

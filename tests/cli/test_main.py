@@ -118,6 +118,35 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert ferret_home.joinpath("ferret.db").is_file()
 
 
+def test_config_list_shows_the_activation_history(ferret_home: Path, encoder: DualEncoder, folder: Path) -> None:
+    from ferret.core.db.corpus import get_corpus
+    from ferret.core.db.search_config import create_search_config
+    from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.search.fusion import Fusion
+    from ferret.runtime.context import app_context
+
+    assert runner.invoke(app, ["ingest", "--corpus", "docs", "--path", str(folder)]).exit_code == 0
+    assert runner.invoke(app, ["index", "build", "--corpus", "docs", "--promote"]).exit_code == 0
+    with app_context() as ctx:
+        base = ModelRegistry(ctx.session, ctx.settings).ensure_base()
+        for weight in (0.0, 1.0):
+            create_search_config(ctx.session, get_corpus(ctx.session, "docs"), base, Fusion("convex", weight).to_json())
+    for args in (
+        ["promote", "--corpus", "docs", "1"],
+        ["promote", "--corpus", "docs", "2"],
+        ["rollback", "-c", "docs"],
+    ):
+        done = runner.invoke(app, ["config", *args])
+        assert done.exit_code == 0, done.output
+
+    listed = runner.invoke(app, ["config", "list", "--corpus", "docs"], env={"COLUMNS": "240"})
+    assert listed.exit_code == 0, listed.output
+    rows = {line.split()[1]: line for line in listed.stdout.splitlines() if line.split()[1:2] in (["1"], ["2"])}
+    assert "active" in rows["1"] and "cli:" in rows["1"] and "(rollback)" in rows["1"]  # when, by whom, how
+    assert "ready" in rows["2"] and "cli:" in rows["2"] and "(promote)" in rows["2"]
+    assert "activations, oldest first: v1 (promote), v2 (promote), v1 (rollback)" in listed.stdout
+
+
 def test_rollback_of_an_unknown_corpus_is_one_sentence(ferret_home: Path, run_main: RunMain) -> None:
     assert_one_sentence_error(run_main("index", "rollback", "--corpus", "nope"), "Corpus 'nope' does not exist")
 

@@ -433,6 +433,9 @@ class SearchConfigOut(BaseModel):
 class SearchConfigList(BaseModel):
     corpus: str
     configs: list[SearchConfigOut]
+    activations: list[ActivationOut] = Field(
+        default_factory=list, description="Every activation, oldest first: what rollback walks back through."
+    )
 
 
 # -- audit ------------------------------------------------------------------------------------------------------

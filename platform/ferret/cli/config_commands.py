@@ -7,7 +7,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ferret.cli.render import console
+from ferret.cli.render import console, moment
+from ferret.core.db.activation import CONFIG, activation_history, history_line
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
@@ -23,23 +24,32 @@ CorpusOption = Annotated[str, typer.Option("--corpus", "-c", help="Corpus name."
 
 @config_app.command("list")
 def list_configs(corpus: CorpusOption) -> None:
-    """Every configuration of a corpus with its parts and the guard's decision."""
+    """Every configuration of a corpus with its parts, the guard's decision and its last activation, then the
+    activation history that `ferret config rollback` walks back through."""
     with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        history = activation_history(ctx.session, corpus_row, CONFIG)
+        last = {activation.version: activation for activation in history}
         table = Table(title=f"search configurations of {corpus}")
-        for column in ("version", "retriever", "fusion", "reranker", "guard", "state"):
+        for column in ("version", "retriever", "fusion", "reranker", "guard", "state", "activated", "by"):
             table.add_column(column)
-        for config in list_search_configs(ctx.session, get_corpus(ctx.session, corpus)):
+        for config in list_search_configs(ctx.session, corpus_row):
             shown = describe(config)
             guard = shown["guard"] if isinstance(shown["guard"], dict) else {}
             reranker = (
                 f"{shown['reranker']} @{config.rerank_depth} w={config.rerank_weight:.2f}" if shown["reranker"] else "-"
             )
+            activation = last.get(config.version)
             table.add_row(
                 str(config.version), str(shown["retriever"]), str(shown["fusion"]), reranker,
                 ("passed" if guard.get("passed") else "refused") if guard else "-",
                 "[bold green]active[/]" if config.active else "ready",
+                moment(activation.activated_at if activation is not None else config.activated_at),
+                f"{activation.actor} ({activation.via})" if activation is not None else "",
             )  # fmt: skip
         console.print(table)
+        if history:
+            console.print(f"activations, oldest first: {history_line(history)}", highlight=False)
 
 
 @config_app.command("show")

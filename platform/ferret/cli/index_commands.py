@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
-from ferret.cli.render import console
-from ferret.core.db.activation import INDEX, activation_history
+from ferret.cli.render import console, moment
+from ferret.core.db.activation import INDEX, activation_history, history_line
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
@@ -69,17 +68,12 @@ def list_versions(corpus: CorpusOption) -> None:
                 str(v.passage_count),
                 str(v.point_count),
                 f"{v.created_at:%Y-%m-%d %H:%M}",
-                _when(activation.activated_at if activation is not None else v.activated_at),
+                moment(activation.activated_at if activation is not None else v.activated_at),
                 f"{activation.actor} ({activation.via})" if activation is not None else "",
             )
         console.print(table)
         if history:
-            steps = [f"v{a.version} ({a.via})" for a in history]
-            console.print(f"activations, oldest first: {', '.join(steps)}", highlight=False)
-
-
-def _when(moment: datetime | None) -> str:
-    return f"{moment:%Y-%m-%d %H:%M:%S}" if moment is not None else ""
+            console.print(f"activations, oldest first: {history_line(history)}", highlight=False)
 
 
 @index_app.command("promote")

@@ -6,6 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -25,6 +26,11 @@ if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack 
 
 console = Console()
 err_console = Console(stderr=True)
+
+
+def moment(at: datetime | None) -> str:
+    """A timestamp as the listing commands print it (seconds: two activations can fall in one minute)."""
+    return f"{at:%Y-%m-%d %H:%M:%S}" if at is not None else ""
 
 
 PROGRESS_INTERVAL_ENV = "FERRET_PROGRESS_INTERVAL_S"

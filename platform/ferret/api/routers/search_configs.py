@@ -9,7 +9,9 @@ from fastapi import APIRouter, Path
 from ferret.api.auth import AdminCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
+from ferret.api.routers.index_versions import activation_out
 from ferret.api.schemas import SearchConfigList, SearchConfigOut
+from ferret.core.db.activation import CONFIG, activation_history
 from ferret.core.db.audit import key_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
@@ -31,7 +33,9 @@ def _out(shown: dict[str, Any]) -> SearchConfigOut:
 def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_length=128)) -> SearchConfigList:
     corpus_row = get_corpus(session, corpus)
     return SearchConfigList(
-        corpus=corpus_row.name, configs=[_out(describe(c)) for c in list_search_configs(session, corpus_row)]
+        corpus=corpus_row.name,
+        configs=[_out(describe(c)) for c in list_search_configs(session, corpus_row)],
+        activations=[activation_out(row) for row in activation_history(session, corpus_row, CONFIG)],
     )
 
 
