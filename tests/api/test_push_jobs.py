@@ -90,3 +90,20 @@ def test_mistakes_are_refused_before_any_job(job_client: tuple[TestClient, Auth]
     refused = client.post("/v1/corpora/live/documents", json={"documents": bad}, headers=auth("ingest-a"))
     assert refused.status_code == 422
     assert client.get("/v1/jobs", headers=auth("admin")).json()["jobs"] == before
+
+
+def test_a_job_push_after_a_synchronous_one_shares_the_servers_shards(job_client: tuple[TestClient, Auth]) -> None:
+    """Embedded mode: a synchronous push and searches leave the corpus's shards loaded in the API process; the push
+    job that follows runs in a thread of the same process and must use those shards, not try to load them a second
+    time (Qdrant Edge lets one holder load a shard: it failed with "open in another Ferret process")."""
+    client, auth = job_client
+    small = [{"external_id": "t-1", "text": "Tarns are small mountain lakes left in cirques."}]
+    assert client.post("/v1/corpora/live/documents", json={"documents": small}, headers=auth("ingest-a")).status_code
+    assert "t-1" in search_ids(client, auth, "search-public", "small mountain lakes left in cirques")
+    batch = [{"external_id": f"n-{i}", "text": f"Nunatak {i} is a peak rising above an ice sheet."} for i in range(5)]
+    response = client.post("/v1/corpora/live/documents", json={"documents": batch}, headers=auth("ingest-a"))
+    assert response.status_code == 202, response.text
+    job = wait_for(client, auth, response.json()["job_url"])
+    assert job["state"] == "succeeded", job["error"]
+    assert job["result"]["added"] == 5
+    assert "n-0" in search_ids(client, auth, "search-public", "Nunatak 0 is a peak rising above an ice sheet")

@@ -12,6 +12,7 @@ import os
 import shutil
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,25 @@ def build_filter(request: SearchRequest) -> qe.Filter | None:
     return qe.Filter(must=must) if must else None
 
 
+@dataclass
+class _Holders:
+    """The shards of one index folder that this process has loaded, shared by every handle opened on that folder.
+
+    Qdrant Edge lets one holder load a shard (the write-ahead log's lock), so two handles of the same process must not
+    load it twice: `ferret serve`'s searches and a push job running in one of its threads share these shards. The
+    last handle to close releases them, so another process can load them."""
+
+    shards: dict[str, qe.EdgeShard] = field(default_factory=dict)
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Shards that failed to load, with the engine's reason: not re-read on every request."""
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    handles: int = 0
+
+
+_HOLDERS: dict[Path, _Holders] = {}
+_HOLDERS_LOCK = threading.Lock()
+
+
 class EdgeIndexBackend(IndexBackend):
     """Example:
     >>> backend = EdgeIndexBackend(Path("~/.ferret/qdrant").expanduser())
@@ -66,10 +86,32 @@ class EdgeIndexBackend(IndexBackend):
         self.collections_dir = root / "collections"
         self.collections_dir.mkdir(parents=True, exist_ok=True)
         self._aliases_file = root / "aliases.json"
-        self._shards: dict[str, qe.EdgeShard] = {}
-        self._unreadable: dict[str, str] = {}
-        """Shards that failed to load, with the engine's reason: not re-read on every request."""
-        self._lock = threading.RLock()
+        self._key = root.resolve()
+        self._holders = _Holders()
+        self._joined = False
+        self._join()
+
+    # -- the process's shared holders -----------------------------------------------------------------------------
+    def _join(self) -> None:
+        """Share this folder's loaded shards with the other handles of this process (again after a `close`)."""
+        with _HOLDERS_LOCK:
+            if self._joined:
+                return
+            self._holders = _HOLDERS.setdefault(self._key, _Holders())
+            self._holders.handles += 1
+            self._joined = True
+
+    @property
+    def _shards(self) -> dict[str, qe.EdgeShard]:
+        return self._holders.shards
+
+    @property
+    def _unreadable(self) -> dict[str, str]:
+        return self._holders.unreadable
+
+    @property
+    def _lock(self) -> threading.RLock:
+        return self._holders.lock
 
     # -- shards -------------------------------------------------------------------------------------------------
     def _path(self, collection: str) -> Path:
@@ -78,6 +120,7 @@ class EdgeIndexBackend(IndexBackend):
         return self.collections_dir / collection
 
     def _shard(self, collection: str) -> qe.EdgeShard:
+        self._join()
         with self._lock:
             shard = self._shards.get(collection)
             if shard is None:
@@ -110,6 +153,7 @@ class EdgeIndexBackend(IndexBackend):
             vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
             sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
         )
+        self._join()
         with self._lock:
             path = self._path(collection)
             if path.exists():
@@ -178,6 +222,7 @@ class EdgeIndexBackend(IndexBackend):
         os.replace(tmp, self._aliases_file)
 
     def set_alias(self, alias: str, collection: str) -> None:
+        self._join()
         with self._lock:
             if not self._path(collection).is_dir():
                 raise KeyError(f"collection {collection!r} does not exist")
@@ -187,6 +232,7 @@ class EdgeIndexBackend(IndexBackend):
         return self._read_aliases().get(alias)
 
     def delete_alias(self, alias: str) -> None:
+        self._join()
         with self._lock:
             aliases = self._read_aliases()
             if aliases.pop(alias, None) is not None:
@@ -253,6 +299,16 @@ class EdgeIndexBackend(IndexBackend):
         return with_payloads(hits, requests, {str(r.id): dict(r.payload or {}) for r in records})
 
     def close(self) -> None:
+        """Let go of this handle; the last handle of the process on this folder closes the shards (idempotent)."""
+        with _HOLDERS_LOCK:
+            if not self._joined:
+                return
+            self._joined = False
+            self._holders.handles -= 1
+            if self._holders.handles > 0:
+                return
+            if _HOLDERS.get(self._key) is self._holders:
+                del _HOLDERS[self._key]
         with self._lock:
             for shard in self._shards.values():
                 shard.close()
