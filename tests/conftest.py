@@ -25,6 +25,20 @@ from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.settings import FerretSettings, get_settings
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One ONNX export cache for the whole run (``FERRET_ONNX_CACHE``), as one machine keeps one per home: the base
+    model is exported once instead of in every test's FERRET_HOME. Tests of the cache itself point it elsewhere."""
+    folder = tmp_path_factory.mktemp("onnx-cache")
+    previous = os.environ.get("FERRET_ONNX_CACHE")
+    os.environ["FERRET_ONNX_CACHE"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("FERRET_ONNX_CACHE", None)
+    else:
+        os.environ["FERRET_ONNX_CACHE"] = previous
+
+
 @pytest.fixture
 def ferret_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh FERRET_HOME for one test, also visible to code that reads settings from the environment."""

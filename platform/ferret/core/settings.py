@@ -20,6 +20,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
+QueryEncoderKind = Literal["onnx", "onnx-int8", "torch"]
 LLMApi = Literal["completions", "chat"]
 
 
@@ -63,6 +64,15 @@ class FerretSettings(BaseSettings):
         "query_batcher); 0 still batches the queries that arrive while a batch is encoding.",
     )
     query_batch_max: int = Field(default=64, ge=1, le=4096, description="Most queries encoded in one batch.")
+    query_encoder: QueryEncoderKind = Field(
+        default="onnx",
+        description="How searches encode queries: 'onnx' (the model exported to ONNX Runtime at index build, no torch "
+        "at search time), 'onnx-int8' (its int8-quantised weights) or 'torch'; a CUDA device always uses torch "
+        "(ferret.core.encoder.query_encoder).",
+    )
+    onnx_cache: Path | None = Field(
+        default=None, description="Folder of the ONNX exports of model versions; default: FERRET_HOME/cache/onnx."
+    )
 
     # Index.
     keep_index_versions: int = Field(default=2, ge=1, description="Ready versions kept for rollback.")

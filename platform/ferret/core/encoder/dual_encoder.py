@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ferret.core.encoder.onnx_query_encoder import served_max_seq_length
 from ferret.core.errors import InvalidInputError
 
 
@@ -30,10 +31,12 @@ class DualEncoder:
     so time) low on mixed-length passages; vectors come back in input order.
     """
 
-    def __init__(self, model: Any, path: str, device: str) -> None:
+    def __init__(self, model: Any, path: str, device: str, *, native_max_seq_length: int | None = None) -> None:
         self._model = model
         self.path = path
         self.device = device
+        self.native_max_seq_length = int(native_max_seq_length or model.max_seq_length)
+        """The model folder's own truncation length, before Ferret lengthened it to fit a passage."""
         self._lock = threading.Lock()  # one forward pass at a time: torch on CPU is already multi-threaded
         self.calls = 0
         """``encode`` calls so far: how a test or a benchmark sees that concurrent queries were batched."""
@@ -49,10 +52,11 @@ class DualEncoder:
         model: Any = SentenceTransformer(path, device=device, local_files_only=True)
         if device.startswith("cuda"):
             model.half()  # fp16 on GPU: twice the throughput, same ranking for retrieval
+        native = int(model.max_seq_length)
         if max_seq_length is not None:
-            limit = int(getattr(model[0].auto_model.config, "max_position_embeddings", 512)) - 2
-            model.max_seq_length = min(max(model.max_seq_length, max_seq_length), limit)
-        return cls(model, path, device)
+            positions = int(getattr(model[0].auto_model.config, "max_position_embeddings", 512))
+            model.max_seq_length = served_max_seq_length(native, positions, max_seq_length - 2)
+        return cls(model, path, device, native_max_seq_length=native)
 
     @property
     def model(self) -> object:

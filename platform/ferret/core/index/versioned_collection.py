@@ -43,6 +43,7 @@ from ferret.core.db.index_version import (
     live_index_versions,
 )
 from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion, utcnow
+from ferret.core.encoder.query_encoder import prepare_query_encoder
 from ferret.core.encoder.registry import load_encoder
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
 from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
@@ -111,6 +112,8 @@ class VersionedCollection:
 
     def _points(self, model: ModelVersion) -> PointBuilder:
         encoder = load_encoder(model.path, self.settings)
+        # The collection's searches encode queries with this model: its ONNX export is made now, not by a search.
+        prepare_query_encoder(model.path, self.settings)
         return PointBuilder(
             encoder,
             sparse_encoder_for(self.session, self.corpus),

@@ -29,7 +29,7 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, find_index_version_by_collection
 from ferret.core.db.models import IndexState, IndexVersion
 from ferret.core.encoder.query_batcher import QueryBatcher
-from ferret.core.encoder.registry import load_encoder
+from ferret.core.encoder.query_encoder import query_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 from ferret.core.index.sparse import SparseEncoder
@@ -190,7 +190,7 @@ class Searcher:
         with self._batchers_lock:
             batcher = self.query_batchers.get(model_path)
             if batcher is None:
-                encoder = load_encoder(model_path, self.settings)
+                encoder = query_encoder(model_path, self.settings)
                 batch_size = self.settings.encode_batch_size
                 batcher = QueryBatcher(
                     lambda texts: encoder.encode_queries(texts, batch_size=batch_size),

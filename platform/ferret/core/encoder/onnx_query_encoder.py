@@ -1,0 +1,339 @@
+"""A query tower on ONNX Runtime: the served model's transformer, exported once, run without torch at search time.
+
+A cold hybrid ``ferret search`` used to spend most of its 8 s importing torch and sentence-transformers to encode
+one query (issue 11, item 9). The transformer of a model version is exported to ONNX once, when an index is built
+with it, into ``FERRET_ONNX_CACHE`` (default ``FERRET_HOME/cache/onnx``), in a folder named by the fingerprint of the
+model folder's files. A search then needs only ``onnxruntime``, the ``tokenizers`` library and numpy.
+
+What sentence-transformers does around the transformer is reproduced here from what its own loader read from the
+model folder, recorded in ``pipeline.json`` at export: the tokenizer (its backend ``tokenizer.json``, lower-casing
+included), the default prompt, the truncation length Ferret serves the model with, the pooling modes (CLS, mean,
+max, mean/sqrt(len)) with the prompt excluded when the pooling config says so, and the final L2 normalisation. A model
+with any other module (a Dense layer, weighted-mean or last-token pooling) is not exported: it is served by torch.
+The optional int8 variant is ONNX Runtime's dynamic quantisation of the weights (``quantize_dynamic``); its ranking
+cost is measured in benchmarks/RESULTS.md (issue 16) before it may be chosen.
+
+Example:
+    >>> folder = export_onnx(load_encoder(path, settings), onnx_folder(settings, path))
+    >>> OnnxQueryEncoder.open(folder, max_passage_tokens=288).encode_queries(["parental leave"]).shape
+    (1, 384)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+import uuid
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ferret.core.settings import FerretSettings
+
+if TYPE_CHECKING:
+    from ferret.core.encoder.dual_encoder import DualEncoder
+
+EXPORT_FORMAT = 1
+"""Bumped when what is written changes, so older cache folders are not read."""
+MODEL_FILE = "model.onnx"
+INT8_FILE = "model.int8.onnx"
+PIPELINE_FILE = "pipeline.json"
+TOKENIZER_FILE = "tokenizer.json"
+FAILED_FILE = "export-failed.txt"
+_POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len_tokens")
+_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+class OnnxUnavailableError(Exception):
+    """The ONNX query encoder cannot be used for this model (missing, corrupt, unsupported or no onnxruntime)."""
+
+
+def model_fingerprint(model_path: str | Path) -> str:
+    """A key of the model folder's content, from each file's relative path, size and modification time.
+
+    Reading the files' bytes (a 90 MB safetensors) would cost a cold search a few hundred milliseconds; any
+    rewrite of a file changes its size or mtime, so a retrained model in the same folder gets a new export."""
+    root = Path(model_path)
+    digest = hashlib.sha256(f"format {EXPORT_FORMAT}".encode())
+    for file in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        stat = file.stat()
+        digest.update(f"{file.relative_to(root).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def onnx_cache_root(settings: FerretSettings) -> Path:
+    return settings.onnx_cache or settings.home / "cache" / "onnx"
+
+
+def onnx_folder(settings: FerretSettings, model_path: str | Path) -> Path:
+    """Where the export of the model folder's current files lives (it may not exist yet)."""
+    return onnx_cache_root(settings) / model_fingerprint(model_path)
+
+
+def served_max_seq_length(native: int, max_position_embeddings: int, max_passage_tokens: int) -> int:
+    """The truncation length Ferret serves a model with: long enough for a whole passage, within its positions.
+
+    ``DualEncoder.load`` and the ONNX encoder both use this, so the two towers truncate a query identically."""
+    return min(max(native, max_passage_tokens + 2), max_position_embeddings - 2)
+
+
+@dataclass(frozen=True)
+class ExportedPipeline:
+    """What sentence-transformers does around the transformer, as its loader read it from the model folder."""
+
+    format: int
+    inputs: list[str]
+    pooling: list[str]
+    include_prompt: bool
+    prompt: str
+    prompt_length: int
+    do_lower_case: bool
+    native_max_seq_length: int
+    max_position_embeddings: int
+    pad_id: int
+    pad_token: str
+    pad_type_id: int
+    dimension: int
+
+
+def _pipeline_of(encoder: DualEncoder) -> ExportedPipeline:
+    """The pipeline of a loaded sentence-transformers model; ``OnnxUnavailableError`` for any part not reproduced."""
+    model: Any = encoder.model
+    names = [type(module).__name__ for module in model]
+    if names not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
+        raise OnnxUnavailableError(f"modules {names} (only Transformer, Pooling and Normalize are exported)")
+    transformer, pooling = model[0], model[1]
+    if getattr(transformer, "transformer_task", "feature-extraction") != "feature-extraction":
+        raise OnnxUnavailableError(f"transformer task {transformer.transformer_task!r}")
+    modes = pooling.pooling_mode if hasattr(pooling, "pooling_mode") else pooling.get_pooling_mode_str().split("+")
+    modes = [modes] if isinstance(modes, str) else list(modes)
+    if not modes or any(mode not in _POOLING_MODES for mode in modes):
+        raise OnnxUnavailableError(f"pooling {modes}")
+    tokenizer = model.tokenizer
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "padding_side", "right") != "right":
+        raise OnnxUnavailableError("a tokenizer without a right-padding tokenizers backend")
+    inputs = [name for name in _INPUTS if name in tokenizer.model_input_names]
+    if inputs[:2] != ["input_ids", "attention_mask"]:
+        raise OnnxUnavailableError(f"model inputs {tokenizer.model_input_names}")
+    prompt = (model.prompts or {}).get(model.default_prompt_name or "", "") or ""
+    prompt_length = 0
+    if prompt:
+        ids = tokenizer(prompt)["input_ids"]
+        prompt_length = len(ids) - (1 if ids and ids[-1] in tokenizer.all_special_ids else 0)
+    config = transformer.auto_model.config
+    return ExportedPipeline(
+        format=EXPORT_FORMAT,
+        inputs=inputs,
+        pooling=modes,
+        include_prompt=bool(getattr(pooling, "include_prompt", True)),
+        prompt=prompt,
+        prompt_length=prompt_length,
+        do_lower_case=bool(getattr(transformer, "do_lower_case", False)),
+        native_max_seq_length=encoder.native_max_seq_length,
+        max_position_embeddings=int(getattr(config, "max_position_embeddings", 512)),
+        pad_id=int(tokenizer.pad_token_id or 0),
+        pad_token=str(tokenizer.pad_token),
+        pad_type_id=int(getattr(tokenizer, "pad_token_type_id", 0) or 0),
+        dimension=encoder.dimension,
+    )
+
+
+def export_onnx(encoder: DualEncoder, folder: Path, *, int8: bool = False) -> Path:
+    """Export the encoder's transformer (fp32, on CPU) with its pipeline and tokenizer into ``folder``, atomically.
+
+    Files are written to a temporary sibling folder that is renamed into place, so a reader never sees half an
+    export and two processes exporting at once leave one complete folder. Raises ``OnnxUnavailableError`` when the
+    model cannot be exported (its reason is kept in ``export-failed.txt``, so it is not tried again)."""
+    import copy
+
+    import torch
+
+    if (folder / MODEL_FILE).is_file():
+        if int8:
+            quantize_int8(folder)
+        return folder
+    if (folder / FAILED_FILE).is_file():
+        raise OnnxUnavailableError((folder / FAILED_FILE).read_text(encoding="utf-8").strip())
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = folder.parent / f".staging-{folder.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging.mkdir()
+    try:
+        try:
+            pipeline = _pipeline_of(encoder)
+        except OnnxUnavailableError as unsupported:
+            (staging / FAILED_FILE).write_text(f"{unsupported}\n", encoding="utf-8")
+            _move_into_place(staging, folder)
+            raise
+        model: Any = encoder.model
+        transformer = copy.deepcopy(model[0].auto_model).float().cpu().eval()
+        example = model.tokenizer(["an example query", "a second, longer example query"], padding=True)
+        arguments = tuple(torch.tensor(example[name], dtype=torch.int64) for name in pipeline.inputs)
+        axes = {name: {0: "batch", 1: "tokens"} for name in [*pipeline.inputs, "last_hidden_state"]}
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notices
+            torch.onnx.export(
+                _last_hidden_state_module(transformer, pipeline.inputs),
+                arguments,
+                str(staging / MODEL_FILE),
+                input_names=pipeline.inputs,
+                output_names=["last_hidden_state"],
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,  # the TorchScript exporter needs no onnxscript and handles BERT-like encoders
+            )
+        (staging / TOKENIZER_FILE).write_text(model.tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+        (staging / PIPELINE_FILE).write_text(json.dumps(asdict(pipeline), indent=2), encoding="utf-8")
+        _move_into_place(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if int8:
+        quantize_int8(folder)
+    return folder
+
+
+def _move_into_place(staging: Path, folder: Path) -> None:
+    try:
+        staging.rename(folder)
+    except OSError:  # another process finished first: its folder is as good as ours
+        if not folder.is_dir():
+            raise
+
+
+def _last_hidden_state_module(transformer: Any, inputs: list[str]) -> Any:
+    """The exported module: the transformer's last hidden state from the tokenizer's inputs, in their order."""
+    import torch
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return self.transformer(**dict(zip(inputs, tensors, strict=True))).last_hidden_state
+
+    return LastHiddenState()
+
+
+def quantize_int8(folder: Path) -> Path:
+    """The int8 variant, written atomically: ONNX Runtime's dynamic quantisation (int8 weights, activations quantised
+    per batch) of the MatMul weights, per output channel. Per-tensor scales moved MiniLM's query vectors to a cosine
+    of 0.95-0.97 with the fp32 ones on short queries; per channel keeps them above 0.99."""
+    target = folder / INT8_FILE
+    if target.is_file():
+        return target
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    staging = folder / f".{INT8_FILE}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        quantize_dynamic(
+            str(folder / MODEL_FILE),
+            str(staging),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            per_channel=True,
+        )
+        os.replace(staging, target)
+    finally:
+        staging.unlink(missing_ok=True)
+    return target
+
+
+class OnnxQueryEncoder:
+    """Encodes queries as the model's sentence-transformers pipeline does, with ONNX Runtime and ``tokenizers``.
+
+    Thread-safe: ONNX Runtime sessions may run concurrently; the query batcher calls it from one thread anyway."""
+
+    def __init__(self, session: Any, tokenizer: Any, pipeline: ExportedPipeline, max_seq_length: int) -> None:
+        self._session = session
+        self._tokenizer = tokenizer
+        self.pipeline = pipeline
+        self.max_seq_length = max_seq_length
+        self.calls = 0
+        """``encode_queries`` calls so far, as ``DualEncoder.calls`` counts its forward passes."""
+        self._calls_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, folder: Path, *, max_passage_tokens: int, int8: bool = False) -> OnnxQueryEncoder:
+        """Load an export; ``OnnxUnavailableError`` if it is missing, unreadable or of another format."""
+        if (folder / FAILED_FILE).is_file():
+            raise OnnxUnavailableError((folder / FAILED_FILE).read_text(encoding="utf-8").strip())
+        if not (folder / MODEL_FILE).is_file():
+            raise OnnxUnavailableError(f"no export in {folder}")
+        try:
+            import onnxruntime
+            from tokenizers import Tokenizer
+        except ImportError as missing:
+            raise OnnxUnavailableError(f"{missing.name} is not installed") from missing
+        try:
+            pipeline = ExportedPipeline(**json.loads((folder / PIPELINE_FILE).read_text(encoding="utf-8")))
+            if pipeline.format != EXPORT_FORMAT:
+                raise ValueError(f"export format {pipeline.format}")
+            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+            options = onnxruntime.SessionOptions()
+            options.log_severity_level = 3  # errors only: its notices would print into search results
+            model_file = quantize_int8(folder) if int8 else folder / MODEL_FILE
+            session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+        except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses
+            raise OnnxUnavailableError(f"the export in {folder} cannot be read ({corrupt})") from corrupt
+        length = served_max_seq_length(
+            pipeline.native_max_seq_length, pipeline.max_position_embeddings, max_passage_tokens
+        )
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=length, strategy="longest_first", direction="right")
+        tokenizer.enable_padding(pad_id=pipeline.pad_id, pad_token=pipeline.pad_token, pad_type_id=pipeline.pad_type_id)
+        return cls(session, tokenizer, pipeline, length)
+
+    @property
+    def dimension(self) -> int:
+        return self.pipeline.dimension
+
+    def encode_queries(self, queries: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        texts = [self.pipeline.prompt + query for query in queries]
+        if self.pipeline.do_lower_case:
+            texts = [text.lower() for text in texts]
+        with self._calls_lock:
+            self.calls += 1
+        vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        # Longest first, as sentence-transformers batches, so each batch pads little.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            vectors[rows] = self._encode_batch([texts[i] for i in rows])
+        return vectors
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        encodings = self._tokenizer.encode_batch(texts)
+        features = {
+            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
+        }
+        (hidden,) = self._session.run(["last_hidden_state"], {name: features[name] for name in self.pipeline.inputs})
+        mask = features["attention_mask"].astype(np.float32)
+        if not self.pipeline.include_prompt and self.pipeline.prompt_length:
+            mask[:, : self.pipeline.prompt_length] = 0  # right padding: the prompt is the first tokens
+        return _normalize(np.concatenate([_pool(mode, hidden, mask) for mode in self.pipeline.pooling], axis=1))
+
+
+def _pool(mode: str, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """sentence-transformers' ``Pooling`` (its ``_forward_padded``) for one mode, on float32 arrays."""
+    if mode == "cls":
+        return np.asarray(hidden[np.arange(len(hidden)), mask.argmax(axis=1)])
+    if mode == "max":
+        return np.asarray(np.where(mask[..., None] > 0, hidden, -np.inf).max(axis=1))
+    total = (hidden * mask[..., None]).sum(axis=1)
+    count = np.clip(mask.sum(axis=1, keepdims=True), 1e-9, None)
+    return np.asarray(total / (count if mode == "mean" else np.sqrt(count)), dtype=np.float32)
+
+
+def _normalize(vectors: np.ndarray) -> np.ndarray:
+    """Unit length (``normalize_embeddings=True``): the inner product is the cosine, as the collections expect."""
+    norms = np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+    return np.asarray(vectors / norms, dtype=np.float32)
