@@ -69,6 +69,12 @@ def query_encoder(path: str | Path, settings: FerretSettings) -> QueryEncoder:
         return encoder
 
 
+def forget_query_encoders() -> None:
+    """Drop the query towers this process keeps (the next call reads the cache again), as a new process would."""
+    with _lock:
+        _cache.clear()
+
+
 def _open_or_fall_back(path: Path, settings: FerretSettings) -> QueryEncoder:
     folder = onnx_folder(settings, path)
     int8 = settings.query_encoder == "onnx-int8"
