@@ -49,24 +49,31 @@ def test_help_imports_no_command_module() -> None:
     assert not loaded & {*ML_MODULES, "sqlalchemy", "pydantic_settings"}, sorted(loaded)
 
 
-def test_a_sparse_search_imports_no_ml_library(
+def test_searches_import_no_ml_library(
     ferret_home: Path, make_files: Callable[[Path, dict[str, str | bytes]], Path]
 ) -> None:
-    """Torch is imported where a model is loaded: a BM25 (sparse) search loads none, a listing neither."""
+    """Torch is imported where a model is loaded: a BM25 (sparse) search loads none, a listing neither, and a hybrid
+    or dense search encodes its query with the ONNX export made by the index build (issue 11, item 9)."""
     runner = CliRunner()
     folder = make_files(ferret_home.parent / "docs", {"glaciers.txt": "Glaciers carve fjords over millennia."})
     assert runner.invoke(app, ["ingest", "--corpus", "c", "--path", str(folder)]).exit_code == 0
     assert runner.invoke(app, ["index", "build", "--corpus", "c", "--promote"]).exit_code == 0
     env = {**os.environ, "FERRET_HOME": str(ferret_home)}
 
-    for command in (["search", "glaciers", "--corpus", "c", "--mode", "sparse"], ["index", "list", "--corpus", "c"]):
+    for command in (
+        ["search", "glaciers", "--corpus", "c", "--mode", "sparse"],
+        ["index", "list", "--corpus", "c"],
+        ["search", "glaciers", "--corpus", "c"],
+        ["search", "glaciers", "--corpus", "c", "--mode", "dense"],
+    ):
         code = (
             "import contextlib, io\nfrom ferret.cli.main import app\nout = io.StringIO()\n"
             f"with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n    app({command!r})\n"
-            "assert 'glaciers' in out.getvalue() or 'active' in out.getvalue(), out.getvalue()"
+            "assert 'Glaciers carve' in out.getvalue() or 'active' in out.getvalue(), out.getvalue()"
         )
         loaded = modules_after(code, env)
         assert not loaded & set(ML_MODULES), (command, sorted(loaded & set(ML_MODULES)))
+        assert ("onnxruntime" in loaded) == (command[0] == "search" and "sparse" not in command), command
 
 
 def test_each_listed_line_is_the_command_s_own_help() -> None:

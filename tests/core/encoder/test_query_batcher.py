@@ -16,13 +16,15 @@ from ferret.core.db.corpus import create_corpus
 from ferret.core.db.engine import get_engine, session_scope
 from ferret.core.db.migrate import upgrade
 from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret.core.encoder.onnx_query_encoder import OnnxQueryEncoder
 from ferret.core.encoder.query_batcher import QueryBatcher
+from ferret.core.encoder.query_encoder import query_encoder
 from ferret.core.encoder.registry import ModelRegistry, load_encoder
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.types import SearchMode
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.search.searcher import Searcher
-from ferret.core.settings import FerretSettings
+from ferret.core.settings import FerretSettings, QueryEncoderKind
 from ferret.core.sources.documents import Document
 
 TOPICS = [
@@ -69,16 +71,22 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Home]:
     backend.close()
 
 
-def searcher_of(home: Home) -> Searcher:
-    return Searcher(home.settings, home.backend, sessionmaker(get_engine(home.settings.database_url)))
+def searcher_of(home: Home, settings: FerretSettings) -> Searcher:
+    return Searcher(settings, home.backend, sessionmaker(get_engine(settings.database_url)))
 
 
-@pytest.mark.parametrize("mode", ["hybrid", "dense"])
-def test_concurrent_searches_give_the_serial_results_in_fewer_forward_passes(home: Home, mode: SearchMode) -> None:
-    searcher = searcher_of(home)
+@pytest.mark.parametrize(("mode", "tower"), [("hybrid", "onnx"), ("dense", "onnx"), ("hybrid", "torch")])
+def test_concurrent_searches_give_the_serial_results_in_fewer_forward_passes(
+    home: Home, mode: SearchMode, tower: QueryEncoderKind
+) -> None:
+    """With either query tower (ONNX Runtime, the default, or torch), counted by that tower's own ``calls``."""
+    settings = home.settings.model_copy(update={"query_encoder": tower})
+    encoder = query_encoder(home.encoder.path, settings)
+    assert isinstance(encoder, OnnxQueryEncoder if tower == "onnx" else DualEncoder)
+    searcher = searcher_of(home, settings)
     try:
         serial = [searcher.search("kb", query, k=5, mode=mode) for query in QUERIES]
-        calls_before = home.encoder.calls
+        calls_before = encoder.calls
         concurrent: list[object] = [None] * len(QUERIES)
         start = threading.Barrier(len(QUERIES))
 
@@ -91,7 +99,7 @@ def test_concurrent_searches_give_the_serial_results_in_fewer_forward_passes(hom
             thread.start()
         for thread in threads:
             thread.join()
-        forward_passes = home.encoder.calls - calls_before
+        forward_passes = encoder.calls - calls_before
     finally:
         searcher.close()
 
