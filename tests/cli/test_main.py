@@ -170,7 +170,7 @@ def test_rollback_with_nothing_to_roll_back_is_one_sentence(ferret_home: Path, f
         (["pipeline", "run", "--task", "t", "--base-weight", "2"], "The base weight must be between 0 and 1."),
         (["pipeline", "run", "--task", "t", "--hard-negatives", "dense"], "Hard negatives must be 'none' or 'bm25'"),
         (["pipeline", "run", "--task", "t", "--round-trip-k", "0"], "The round-trip K must be at least 1."),
-        (["pipeline", "run", "--task", "t", "--promote", "always"], "Promote must be one of auto, force, never"),
+        (["pipeline", "run", "--task", "t", "--no-promote", "--force-promote"], "Give at most one of --no-promote"),
     ],
 )
 def test_user_errors_are_one_sentence_and_exit_1(

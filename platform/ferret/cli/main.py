@@ -6,6 +6,7 @@ User mistakes print one sentence and exit 1; anything else is a bug and keeps it
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -315,7 +316,34 @@ def quickstart(
     run_quickstart(home, train=train)
 
 
+_OLD_PROMOTE = {"auto": "--promote", "force": "--force-promote", "never": "--no-promote"}
+
+
+def modern_spelling(args: list[str]) -> list[str]:
+    """Arguments with deprecated spellings replaced, each announced in one line on stderr.
+
+    ``pipeline run --promote auto|force|never`` (issue 11, item 12): ``--promote`` is now the flag that ``index
+    build`` has too, with ``--no-promote`` and ``--force-promote``."""
+    if args[:2] != ["pipeline", "run"]:
+        return args
+    modern: list[str] = []
+    position = 0
+    while position < len(args):
+        arg, value = args[position], None  # value: an old --promote value
+        if arg.startswith("--promote="):
+            value = arg.partition("=")[2]
+        elif arg == "--promote" and position + 1 < len(args) and args[position + 1] in _OLD_PROMOTE:
+            position += 1
+            value = args[position]
+        if value is not None and value in _OLD_PROMOTE:
+            arg = _OLD_PROMOTE[value]
+            print(f"`--promote {value}` is deprecated; write `{arg}`.", file=sys.stderr)
+        modern.append(arg)
+        position += 1
+    return modern
+
+
 def main() -> None:
     """The console script: third-party output goes to the log file (``ferret.cli.logs``), then the command runs."""
     route_third_party_output()
-    app()
+    app(args=modern_spelling(sys.argv[1:]))

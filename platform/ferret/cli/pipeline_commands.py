@@ -10,6 +10,7 @@ from rich.table import Table
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.render import console
 from ferret.core.db.task import get_task
+from ferret.core.errors import InvalidInputError
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, PipelineResult, pipeline_result
 from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.runtime.context import app_context
@@ -38,7 +39,17 @@ def run(
     hard_negatives: Annotated[
         str, typer.Option(help="none, or bm25: one BM25 hard negative per pair.")
     ] = _DEFAULTS.hard_negatives,
-    promote: Annotated[str, typer.Option(help="auto (when the guard passes), force or never.")] = _DEFAULTS.promote,
+    promote: Annotated[
+        bool,
+        typer.Option(
+            "--promote/--no-promote",
+            help="Make the new model's index version active when the guard passes, as `index build --promote` "
+            "does once it is built; --no-promote builds it only.",
+        ),
+    ] = _DEFAULTS.promote != "never",
+    force_promote: Annotated[
+        bool, typer.Option("--force-promote", help="Promote it even when the guard refuses.")
+    ] = False,
     model_name: Annotated[str | None, typer.Option(help="Name of the new model version.")] = None,
     init: Annotated[
         str | None, typer.Option(help="realm:<model>: start from a REALM-pre-trained model instead of the base.")
@@ -46,6 +57,8 @@ def run(
     detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
     """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote (a job)."""
+    if force_promote and not promote:
+        raise InvalidInputError("Give at most one of --no-promote and --force-promote.")
     config = PipelineConfig(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
@@ -55,7 +68,7 @@ def run(
         learning_rate=learning_rate,
         max_steps=max_steps,
         base_weight=base_weight,
-        promote=cast(Literal["auto", "force", "never"], promote),
+        promote="force" if force_promote else "auto" if promote else "never",
         model_name=model_name,
         init=init,
     ).validated()  # one clear sentence for a bad value, before any work

@@ -141,7 +141,8 @@ def test_a_model_that_cannot_be_exported_is_served_by_torch(fresh_cache: FerretS
     source, model = base_model_path(), tmp_path / "weighted"
     shutil.copytree(source, model, ignore=shutil.ignore_patterns("model.safetensors"))
     (model / "model.safetensors").symlink_to(source / "model.safetensors")
-    (model / "1_Pooling" / "config.json").write_text(json.dumps({"embedding_dimension": 384, "pooling_mode": "weightedmean"}))
+    pooling = {"embedding_dimension": 384, "pooling_mode": "weightedmean"}
+    (model / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
 
     prepare_query_encoder(model, fresh_cache)  # an index build with it does not fail
 
