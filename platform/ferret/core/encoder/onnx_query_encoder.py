@@ -260,8 +260,11 @@ class OnnxQueryEncoder:
         self._calls_lock = threading.Lock()
 
     @classmethod
-    def open(cls, folder: Path, *, max_passage_tokens: int, int8: bool = False) -> OnnxQueryEncoder:
-        """Load an export; ``OnnxUnavailableError`` if it is missing, unreadable or of another format."""
+    def open(
+        cls, folder: Path, *, max_passage_tokens: int, int8: bool = False, threads: int | None = None
+    ) -> OnnxQueryEncoder:
+        """Load an export; ``OnnxUnavailableError`` if it is missing, unreadable or of another format. ``threads``:
+        ONNX Runtime's intra-op pool (default: one per physical core)."""
         if (folder / FAILED_FILE).is_file():
             raise OnnxUnavailableError((folder / FAILED_FILE).read_text(encoding="utf-8").strip())
         if not (folder / MODEL_FILE).is_file():
@@ -278,6 +281,8 @@ class OnnxQueryEncoder:
             tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
             options = onnxruntime.SessionOptions()
             options.log_severity_level = 3  # errors only: its notices would print into search results
+            if threads is not None:
+                options.intra_op_num_threads = threads
             model_file = quantize_int8(folder) if int8 else folder / MODEL_FILE
             session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses
