@@ -105,7 +105,7 @@ def ndcg(dataset: Path, home: Path) -> list[dict[str, Any]]:
                 status=lambda message: print(f"  {message}", flush=True),
             ):
                 if row.system == "ferret":
-                    rows.append({"tower": kind, "mode": row.mode, "nDCG@10": round(100 * row.metrics["ndcg@10"], 2)})
+                    rows.append({"tower": kind, "mode": row.mode, "nDCG@10": round(row.metrics["ndcg@10"], 2)})
         print(rows[-2:], flush=True)
     return rows
 
