@@ -94,6 +94,11 @@ class FerretSettings(BaseSettings):
     llm_concurrency: int = Field(default=4, ge=1, le=256, description="Requests in flight at once.")
     llm_timeout_s: float = Field(default=60.0, gt=0, description="Timeout of one request, in seconds.")
     llm_max_retries: int = Field(default=4, ge=0, le=20, description="Retries on 429, 5xx, timeouts and refusals.")
+    llm_logprobs: bool = Field(
+        default=True,
+        description="Ask the endpoint for token log-probabilities (the filter score of issue 12); off for servers "
+        "that refuse the parameter.",
+    )
     generator_model: str | None = Field(
         default=None,
         description="Embedded generator: a GGUF file or a transformers model folder; default: the pinned "

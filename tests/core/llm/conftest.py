@@ -73,6 +73,9 @@ class StubEndpoint:
     delay_s: float = 0.0
     choices_per_response: int | None = None  # None: as many as ``n`` asks
     text: str = " stub query\nDocument: run-on"
+    tokens: list[str] = field(default_factory=lambda: [" stub", " query", "\n", "Document", ": run-on"])
+    """``text`` as tokens, with ``token_logprobs``: what the stub answers when asked for log-probabilities."""
+    token_logprobs: list[float] = field(default_factory=lambda: [-0.5, -1.5, -0.1, -4.0, -4.0])
     requests: list[dict[str, Any]] = field(default_factory=list)
     authorizations: list[str | None] = field(default_factory=list)
     in_flight: int = 0
@@ -102,10 +105,24 @@ class StubEndpoint:
             return 200, {"object": "list", "data": [{"id": "stub-model", "object": "model", "owned_by": "me"}]}
         count = self.choices_per_response or int(body.get("n") or 1)
         chat = path.endswith("/chat/completions")
+        asked = body.get("logprobs") is not None and body.get("logprobs") is not False  # 0 asks too
+        tokens = list(zip(self.tokens, self.token_logprobs, strict=True))
+        chat_logprobs = {"content": [{"token": t, "logprob": v, "bytes": None, "top_logprobs": []} for t, v in tokens]}
+        completion_logprobs = {
+            "tokens": self.tokens,
+            "token_logprobs": self.token_logprobs,
+            "top_logprobs": None,
+            "text_offset": [sum(len(t) for t in self.tokens[:i]) for i in range(len(self.tokens))],
+        }
         choices = [
-            {"index": i, "message": {"role": "assistant", "content": self.text}, "finish_reason": "stop"}
+            {
+                "index": i,
+                "message": {"role": "assistant", "content": self.text},
+                "finish_reason": "stop",
+                "logprobs": chat_logprobs if asked else None,
+            }
             if chat
-            else {"index": i, "text": self.text, "finish_reason": "stop", "logprobs": None}
+            else {"index": i, "text": self.text, "finish_reason": "stop", "logprobs": completion_logprobs if asked else None}
             for i in range(count)
         ]
         return 200, {

@@ -28,6 +28,7 @@ def test_completions_with_n_and_stop(llama_server: str, few_shot_prompt: Callabl
     assert len(row) == 2
     assert all("\n" not in c.text and c.finish_reason in ("stop", "length") for c in row)
     assert any(c.text.strip() for c in row)
+    assert all(c.logprob is not None and c.logprob <= 0 for c in row), "llama.cpp gives token log-probabilities"
     assert backend.usage.calls >= 1 and backend.usage.retries == 0
     assert backend.usage.prompt_tokens > 50 and backend.usage.completion_tokens > 0
 

@@ -53,6 +53,7 @@ def test_samples_n_queries_per_prompt_stopped_at_newline(backend: LocalTransform
     completions = [c for row in results for c in row]
     assert all("\n" not in c.text for c in completions)
     assert all(c.finish_reason in ("stop", "length") and c.completion_tokens > 0 for c in completions)
+    assert all(c.logprob is not None and c.logprob <= 0 for c in completions)
     assert sum(bool(c.text.strip()) for c in completions) >= 6
     assert sum(c.finish_reason == "stop" for c in completions) >= 6, "a few-shot prompt should end its queries"
     assert backend.usage.prompt_tokens > 0 and backend.usage.completion_tokens > 0
@@ -81,6 +82,28 @@ def test_prefix_cache_gives_the_tokens_of_the_whole_prompt(
 
     assert [row[0].text for row in cached] == [row[0].text for row in one_by_one] == [row[0].text for row in padded]
     assert backend._sampler is not None and backend._sampler.prefix_tokens_reused > 0
+
+
+@pytest.mark.slow
+def test_logprob_is_the_mean_of_the_chosen_tokens_under_the_model(
+    backend: LocalTransformersBackend, prompts: list[str]
+) -> None:
+    """The sampler's score equals a teacher-forced pass over prompt + greedy continuation, without any cache."""
+    import torch
+
+    [[cached]] = backend.complete(prompts[:1], n=1, temperature=0.0, max_tokens=5, stop=["@@never@@"])
+    loaded = backend.load()
+    ids = list(backend._tokenize(loaded, prompts[:1], 5)[0])
+    logprobs = []
+    with torch.inference_mode():
+        for _ in range(5):
+            logits = loaded.model(input_ids=torch.tensor([ids], device=loaded.device)).logits[0, -1].float()
+            token = int(logits.argmax())
+            logprobs.append(float(torch.log_softmax(logits, dim=-1)[token]))
+            ids.append(token)
+
+    assert cached.logprob is not None and cached.logprob < 0
+    assert cached.logprob == pytest.approx(sum(logprobs) / 5, abs=1e-3)
 
 
 @pytest.mark.slow

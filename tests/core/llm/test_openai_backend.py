@@ -46,7 +46,19 @@ def test_completions_cut_at_stop_and_count_usage(stub_endpoint: Stub) -> None:
         "max_tokens": 16,
         "stop": ["\n"],
         "seed": 5,
+        "logprobs": 0,
     }
+    # The mean over " stub", " query" and the newline that stopped it: the tokens past the stop are left out.
+    assert all(c.logprob == pytest.approx((-0.5 - 1.5 - 0.1) / 3) for row in results for c in row)
+
+
+def test_logprobs_can_be_turned_off(stub_endpoint: Stub) -> None:
+    stub = stub_endpoint()
+    backend = backend_for(stub.base_url, logprobs=False)
+
+    [[completion]] = backend.complete(["p"], n=1)
+
+    assert "logprobs" not in stub.requests[0] and completion.logprob is None
 
 
 def test_429_twice_then_success_is_retried_and_counted(stub_endpoint: Stub) -> None:
@@ -148,8 +160,10 @@ def test_chat_mode_sends_one_user_message(stub_endpoint: Stub) -> None:
     [[completion]] = backend.complete(["Document: d\nQuery:"], n=1, stop=["\n"])
 
     assert completion.text == " stub query"
+    assert completion.logprob == pytest.approx((-0.5 - 1.5 - 0.1) / 3)
     [request] = stub.requests
     assert request["path"] == "/v1/chat/completions"
+    assert request["logprobs"] is True
     assert request["messages"] == [{"role": "user", "content": "Document: d\nQuery:"}]
 
 

@@ -30,6 +30,10 @@ class Completion:
     finish_reason: str
     """'stop' (a stop sequence or end of text) or 'length' (hit max_tokens: likely a run-on query)."""
     completion_tokens: int
+    logprob: float | None = None
+    """Mean log-probability of the generated tokens under the model's own (untempered) distribution, the stop token
+    included; None when the backend does not report it. Issue 12 item 5: a free filter score, since the sampler
+    already has the logits (a low mean marks a query the generator itself found unlikely)."""
 
 
 @dataclass

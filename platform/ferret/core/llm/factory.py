@@ -29,6 +29,7 @@ def build_backend(settings: FerretSettings) -> LLMBackend:
             concurrency=settings.llm_concurrency,
             timeout_s=settings.llm_timeout_s,
             max_retries=settings.llm_max_retries,
+            logprobs=settings.llm_logprobs,
         )
     from ferret.core.llm.local_backend import LocalTransformersBackend
 

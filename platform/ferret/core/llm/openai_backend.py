@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
-from typing import Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import openai
 from pydantic import SecretStr
@@ -63,6 +63,8 @@ class OpenAICompatibleBackend(LLMBackend):
         timeout_s: timeout of one HTTP request.
         max_retries: further attempts after a retryable failure; ``usage.retries`` counts them.
         backoff_s, max_backoff_s: the first retry waits about ``backoff_s``, doubling up to ``max_backoff_s``.
+        logprobs: ask for the sampled tokens' log-probabilities (``logprobs=0`` on completions, ``logprobs=true`` on
+            chat) so each completion carries its mean (``Completion.logprob``); off for servers that refuse it.
 
     Example:
         >>> backend = OpenAICompatibleBackend("http://gpu-box:8000/v1", model="Qwen/Qwen2.5-7B", api_key="sk-...")
@@ -81,6 +83,7 @@ class OpenAICompatibleBackend(LLMBackend):
         max_retries: int = 4,
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
+        logprobs: bool = True,
     ) -> None:
         if api not in ("completions", "chat"):
             raise LLMError(f"Unknown LLM API '{api}'; set FERRET_LLM_API to 'completions' or 'chat'.")
@@ -95,6 +98,7 @@ class OpenAICompatibleBackend(LLMBackend):
         self.max_retries = max(0, max_retries)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
+        self.logprobs = logprobs
         self.usage = UsageCounters()
         self.name = self._describe()
         self._usage_lock = threading.Lock()
@@ -186,7 +190,7 @@ class OpenAICompatibleBackend(LLMBackend):
         seed: int | None,
     ) -> list[Completion]:
         server_stop = stop[:_MAX_SERVER_STOPS] or None
-        texts: list[tuple[str, str | None]]
+        choices: list[tuple[str, str | None, float | None]]
         if self.api == "chat":
             chat = self._client.chat.completions.create(
                 model=model,
@@ -196,8 +200,12 @@ class OpenAICompatibleBackend(LLMBackend):
                 max_tokens=max_tokens,
                 stop=server_stop,
                 seed=seed,
+                **({"logprobs": True} if self.logprobs else {}),
             )
-            texts = [(c.message.content or "", c.finish_reason) for c in sorted(chat.choices, key=lambda c: c.index)]
+            choices = [
+                (c.message.content or "", c.finish_reason, _chat_logprob(c.logprobs, c.message.content or "", stop))
+                for c in sorted(chat.choices, key=lambda c: c.index)
+            ]
             usage = chat.usage
         else:
             response = self._client.completions.create(
@@ -208,8 +216,12 @@ class OpenAICompatibleBackend(LLMBackend):
                 max_tokens=max_tokens,
                 stop=server_stop,
                 seed=seed,
+                **({"logprobs": 0} if self.logprobs else {}),
             )
-            texts = [(c.text or "", c.finish_reason) for c in sorted(response.choices, key=lambda c: c.index)]
+            choices = [
+                (c.text or "", c.finish_reason, _completion_logprob(c.logprobs, c.text or "", stop))
+                for c in sorted(response.choices, key=lambda c: c.index)
+            ]
             usage = response.usage
         completion_tokens = usage.completion_tokens if usage is not None else 0
         with self._usage_lock:
@@ -218,12 +230,12 @@ class OpenAICompatibleBackend(LLMBackend):
                 self.usage.prompt_tokens += usage.prompt_tokens
                 self.usage.completion_tokens += completion_tokens
         # The API reports tokens per response, not per choice: each choice gets an even share.
-        per_choice = completion_tokens // max(1, len(texts))
+        per_choice = completion_tokens // max(1, len(choices))
         completions = []
-        for raw_text, reason in texts:
+        for raw_text, reason, logprob in choices:
             text, stopped = cut_at_stop(raw_text, stop)
             finish = "length" if reason == "length" and not stopped else "stop"
-            completions.append(Completion(text=text, finish_reason=finish, completion_tokens=per_choice))
+            completions.append(Completion(text, finish, per_choice, logprob))
         return completions
 
     # -- model discovery -----------------------------------------------------------------------------------------
@@ -311,6 +323,46 @@ class OpenAICompatibleBackend(LLMBackend):
             hint = f"check FERRET_LLM_MODEL (now '{self.model}') and that FERRET_LLM_BASE_URL ends in /v1"
         else:
             hint = "check FERRET_LLM_MODEL, FERRET_LLM_API and the request limits of the server"
+            if self.logprobs and "logprob" in detail.lower():
+                hint = "set FERRET_LLM_LOGPROBS=false: this server does not give token log-probabilities"
         return LLMError(
             f"The LLM endpoint at {self.base_url} rejected the request with HTTP {status} ({detail}); {hint}."
         )
+
+
+def mean_logprob_until_stop(
+    tokens: Sequence[tuple[str, float | None]], text: str, stop: Sequence[str]
+) -> float | None:
+    """Mean log-probability of the tokens that make up ``text`` up to its stop sequence, the token that holds the
+    stop included (the local sampler counts it too); tokens a server generated past the stop are left out.
+
+    Example:
+        >>> mean_logprob_until_stop([(" a", -1.0), (" b", -3.0), ("\\n", -0.5), ("x", -9.0)], " a b\\nx", ["\\n"])
+        -1.5
+    """
+    kept_chars = len(cut_at_stop(text, stop)[0])
+    values: list[float] = []
+    consumed = 0
+    for token, logprob in tokens:
+        if logprob is None:  # some servers give the first token none
+            continue
+        values.append(float(logprob))
+        consumed += len(token)
+        if consumed > kept_chars:
+            break
+    return sum(values) / len(values) if values else None
+
+
+def _completion_logprob(logprobs: Any, text: str, stop: Sequence[str]) -> float | None:
+    """``choice.logprobs`` of the completions API: parallel ``tokens`` and ``token_logprobs`` lists."""
+    if logprobs is None or not getattr(logprobs, "tokens", None) or not getattr(logprobs, "token_logprobs", None):
+        return None
+    return mean_logprob_until_stop(list(zip(logprobs.tokens, logprobs.token_logprobs, strict=False)), text, stop)
+
+
+def _chat_logprob(logprobs: Any, text: str, stop: Sequence[str]) -> float | None:
+    """``choice.logprobs`` of the chat API: ``content`` holds one entry (token, logprob) per generated token."""
+    content = getattr(logprobs, "content", None) if logprobs is not None else None
+    if not content:
+        return None
+    return mean_logprob_until_stop([(entry.token, entry.logprob) for entry in content], text, stop)

@@ -208,12 +208,19 @@ class PrefixCacheSampler:
         rows = prompt_count * n
         generated: list[list[int]] = [[] for _ in range(rows)]
         results: list[Completion | None] = [None] * rows
+        logprob_sums = [0.0] * rows
         active = list(range(rows))  # batch position -> row
         for step in range(max_tokens):
-            tokens = self._next_tokens(logits, temperature, generator).tolist()
+            chosen = self._next_tokens(logits, temperature, generator)
+            # The token's log-probability under the model itself (temperature 1): what the generator "believes".
+            token_logprobs = torch.log_softmax(logits.float(), dim=-1).gather(1, chosen.unsqueeze(1)).squeeze(1)
+            tokens = chosen.tolist()
             finished_positions = []
             for position, (row, token) in enumerate(zip(active, tokens, strict=True)):
-                done = self._advance(row, int(token), generated, results, stop, last_step=step == max_tokens - 1)
+                logprob_sums[row] += float(token_logprobs[position])
+                done = self._advance(
+                    row, int(token), generated, results, stop, logprob_sums[row], last_step=step == max_tokens - 1
+                )
                 if done:
                     finished_positions.append(position)
             if len(finished_positions) == len(active):
@@ -254,18 +261,24 @@ class PrefixCacheSampler:
         generated: list[list[int]],
         results: list[Completion | None],
         stop: Sequence[str],
+        logprob_sum: float,
         *,
         last_step: bool,
     ) -> bool:
-        """Appends ``token`` to ``row``; stores the row's completion and returns True when the row is done."""
+        """Appends ``token`` to ``row``; stores the row's completion and returns True when the row is done.
+
+        ``logprob_sum`` is the row's summed token log-probability, ``token`` included; the completion keeps its mean.
+        """
         if token in self.eos_token_ids:
             text = self.tokenizer.decode(generated[row], skip_special_tokens=True)
-            results[row] = Completion(cut_at_stop(text, stop)[0], "stop", len(generated[row]) + 1)
+            count = len(generated[row]) + 1
+            results[row] = Completion(cut_at_stop(text, stop)[0], "stop", count, logprob_sum / count)
             return True
         generated[row].append(token)
         text = self.tokenizer.decode(generated[row], skip_special_tokens=True)
         text, stopped = cut_at_stop(text, stop)
         if stopped or last_step:
-            results[row] = Completion(text, "stop" if stopped else "length", len(generated[row]))
+            count = len(generated[row])
+            results[row] = Completion(text, "stop" if stopped else "length", count, logprob_sum / count)
             return True
         return False
