@@ -107,7 +107,9 @@ class StubEndpoint:
         chat = path.endswith("/chat/completions")
         asked = body.get("logprobs") is not None and body.get("logprobs") is not False  # 0 asks too
         tokens = list(zip(self.tokens, self.token_logprobs, strict=True))
-        chat_logprobs = {"content": [{"token": t, "logprob": v, "bytes": None, "top_logprobs": []} for t, v in tokens]}
+        chat_logprobs: dict[str, Any] = {
+            "content": [{"token": t, "logprob": v, "bytes": None, "top_logprobs": []} for t, v in tokens]
+        }
         completion_logprobs = {
             "tokens": self.tokens,
             "token_logprobs": self.token_logprobs,
@@ -122,7 +124,12 @@ class StubEndpoint:
                 "logprobs": chat_logprobs if asked else None,
             }
             if chat
-            else {"index": i, "text": self.text, "finish_reason": "stop", "logprobs": completion_logprobs if asked else None}
+            else {
+                "index": i,
+                "text": self.text,
+                "finish_reason": "stop",
+                "logprobs": completion_logprobs if asked else None,
+            }
             for i in range(count)
         ]
         return 200, {

@@ -75,3 +75,37 @@ def test_length_filter_follows_the_task_examples() -> None:
     assert length_bounds(keywords) == {"min_words": 1, "max_words": 40}  # one-word queries survive
     assert length_bounds(questions) == {"min_words": 3, "max_words": 60}
     assert length_bounds(RetrievalTask(examples=[])) == {}  # zero-shot: the filter's defaults
+
+
+@pytest.mark.slow
+def test_round_trip_reads_live_indexes_instead_of_embedding_the_corpus_again(
+    settings: FerretSettings, session: Session, corpus: Corpus
+) -> None:
+    """``base`` searches the base model's live index (same ranking as embedding the corpus anew), ``hybrid`` the
+    search that runs now; ``hybrid`` before anything is indexed is one clear error."""
+    from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.errors import InvalidInputError
+    from ferret.core.index.versioned_collection import VersionedCollection
+    from ferret.core.pipeline.declaration import StageContext
+    from ferret.core.pipeline.promptagator.stages import _round_trip_retriever
+    from ferret.core.synth.retrievers import EncoderRetriever, SearcherRetriever
+
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    context = StageContext(session, settings, index_backend=backend)
+    hybrid = PipelineConfig(round_trip="hybrid", round_trip_k=3)
+    with pytest.raises(InvalidInputError, match="has none; index it first"):
+        _round_trip_retriever(context, corpus, hybrid)
+    fresh = _round_trip_retriever(context, corpus, PipelineConfig(round_trip="base", round_trip_k=3))
+    assert isinstance(fresh, EncoderRetriever)  # no index yet: the corpus is embedded
+
+    registry = ModelRegistry(session, settings)
+    versions = VersionedCollection(session, settings, backend, corpus)
+    versions.promote(versions.build(registry.ensure_base()))
+    from_index = _round_trip_retriever(context, corpus, PipelineConfig(round_trip="base", round_trip_k=3))
+    first_stage = _round_trip_retriever(context, corpus, hybrid)
+
+    assert isinstance(from_index, SearcherRetriever) and from_index.mode == "dense"
+    assert isinstance(first_stage, SearcherRetriever) and first_stage.mode == "hybrid"
+    queries = ["which planet is the biggest", "how do birds that cannot fly swim", "yeast bread dough"]
+    assert from_index(queries) == [ranking[:3] for ranking in fresh(queries)]  # it searches the top K only
+    assert all(len(ranking) == 3 for ranking in first_stage(queries))

@@ -13,7 +13,7 @@ from ferret.cli.main import app
 from ferret.core.db.models import Corpus, Document, GenerationRun, QueryStatus, RetrievalTask, SyntheticQuery
 from ferret.core.db.synthetic import create_run, training_pairs
 from ferret.core.errors import InvalidInputError
-from ferret.core.synth.filters import FilterConfig, apply_filters, round_trip_filter
+from ferret.core.synth.filters import FilterConfig, apply_filters, logprob_threshold, round_trip_filter
 from ferret.core.synth.query_text import (
     bigram_overlap,
     clean_generation,
@@ -157,6 +157,41 @@ def test_round_trip_with_bm25_and_best_of_n(session: Session, task: RetrievalTas
         ("what has a great red spot", "dropped", "best-of-n: not the best"),
     ]
     assert report.kept == 3 and report.dropped == {"round-trip": 1, "best-of-n": 2}
+
+
+def test_low_generator_logprob_is_dropped_below_the_runs_own_quantile(session: Session, task: RetrievalTask) -> None:
+    run = _run(
+        session,
+        task,
+        [
+            ("Paris", "what river runs through paris"),
+            ("Jupiter", "largest planet in the solar system"),
+            ("Espresso", "how is espresso brewed"),
+            ("Espresso", "How is espresso brewed?"),  # a duplicate: gone before the quantile is taken
+            ("Volcano", "why do volcanoes erupt lava"),
+            ("Chess", "what openings suit beginners"),  # no log-probability (an older row): never dropped by it
+        ],
+    )
+    rows = list(session.scalars(select(SyntheticQuery).where(SyntheticQuery.run_id == run.id)))
+    for row, logprob in zip(rows, [-0.4, -2.6, -1.0, -9.0, -1.8, None], strict=True):
+        row.logprob = logprob
+
+    report = apply_filters(session, run, FilterConfig(logprob_quantile=0.25))
+
+    # Known after the duplicate filter: -0.4, -2.6, -1.0, -1.8 -> the 25% quantile is -2.6 + 0.75 * 0.8 = -2.0.
+    assert report.logprob_threshold == pytest.approx(-2.0)
+    assert [(text, status, reason) for text, status, reason, _ in _outcome(session, run)] == [
+        ("what river runs through paris", "ok", None),
+        ("largest planet in the solar system", "dropped", "low generator log-probability"),
+        ("how is espresso brewed", "ok", None),
+        ("How is espresso brewed?", "dropped", "duplicate"),
+        ("why do volcanoes erupt lava", "ok", None),
+        ("what openings suit beginners", "ok", None),
+    ]
+    assert report.as_dict()["logprob_threshold"] == -2.0 and report.kept == 4
+    assert logprob_threshold([None, None], 0.5) is None
+    with pytest.raises(InvalidInputError, match="quantile"):
+        apply_filters(session, run, FilterConfig(logprob_quantile=1.0))
 
 
 def test_filtering_again_undoes_earlier_drops(session: Session, task: RetrievalTask, corpus: Corpus) -> None:

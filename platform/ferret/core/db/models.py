@@ -453,4 +453,7 @@ class SyntheticQuery(Base):
     status: Mapped[QueryStatus] = mapped_column(_enum(QueryStatus, "query_status"), default=QueryStatus.OK)
     reason: Mapped[str | None] = mapped_column(String(128), default=None)
     score: Mapped[float | None] = mapped_column(Double, default=None)
+    logprob: Mapped[float | None] = mapped_column(Double, default=None)
+    """The generator's mean token log-probability of the query (``Completion.logprob``); None when the backend
+    gave none or the row predates revision 0019."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

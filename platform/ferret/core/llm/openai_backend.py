@@ -200,7 +200,7 @@ class OpenAICompatibleBackend(LLMBackend):
                 max_tokens=max_tokens,
                 stop=server_stop,
                 seed=seed,
-                **({"logprobs": True} if self.logprobs else {}),
+                logprobs=True if self.logprobs else openai.omit,
             )
             choices = [
                 (c.message.content or "", c.finish_reason, _chat_logprob(c.logprobs, c.message.content or "", stop))
@@ -216,7 +216,7 @@ class OpenAICompatibleBackend(LLMBackend):
                 max_tokens=max_tokens,
                 stop=server_stop,
                 seed=seed,
-                **({"logprobs": 0} if self.logprobs else {}),
+                logprobs=0 if self.logprobs else openai.omit,
             )
             choices = [
                 (c.text or "", c.finish_reason, _completion_logprob(c.logprobs, c.text or "", stop))
@@ -330,9 +330,7 @@ class OpenAICompatibleBackend(LLMBackend):
         )
 
 
-def mean_logprob_until_stop(
-    tokens: Sequence[tuple[str, float | None]], text: str, stop: Sequence[str]
-) -> float | None:
+def mean_logprob_until_stop(tokens: Sequence[tuple[str, float | None]], text: str, stop: Sequence[str]) -> float | None:
     """Mean log-probability of the tokens that make up ``text`` up to its stop sequence, the token that holds the
     stop included (the local sampler counts it too); tokens a server generated past the stop are left out.
 

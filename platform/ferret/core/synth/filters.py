@@ -1,7 +1,9 @@
 """Filters for noisy synthetic queries; each drop keeps its reason on the query's row (status ``dropped``).
 
 In order: length, copies (of an example query, or near-verbatim of the document), duplicates (the first kept),
-then round-trip consistency (Promptagator, Dai et al. 2022, section 3.2: keep (q, d) only when a retriever ranks
+optionally the generator's own score (queries whose mean token log-probability falls below a quantile of the run's
+own distribution: issue 12 item 5, free since the sampler has the logits), then round-trip consistency
+(Promptagator, Dai et al. 2022, section 3.2: keep (q, d) only when a retriever ranks
 d in q's top K, K=1) and optionally best-of-n (per document, only the query whose document ranks best).
 Applying filters again first undoes the earlier drops, so settings can be compared on the same run.
 
@@ -34,6 +36,7 @@ DROP_EXAMPLE_COPY = "copy of an example query"
 DROP_NEAR_VERBATIM = "near-verbatim copy"
 DROP_DUPLICATE = "duplicate"
 DROP_NOT_BEST = "best-of-n: not the best"
+DROP_LOW_LOGPROB = "low generator log-probability"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class FilterConfig:
     max_span_fraction: float = 0.9
     max_bigram_overlap: float = 0.8
     dedupe: bool = True
+    logprob_quantile: float | None = None
+    """Drop the queries whose generator log-probability is below this quantile of the run's surviving queries
+    (0.25 drops the least likely quarter); queries without one are kept. None: off."""
     round_trip: Retriever | None = None
     round_trip_k: int = 1
     best_of_n: bool = False
@@ -60,9 +66,16 @@ class FilterReport:
     dropped: dict[str, int] = field(default_factory=dict)
     """Drops by reason; all round-trip ranks count as 'round-trip'."""
     failed: int = 0
+    logprob_threshold: float | None = None
+    """The log-probability below which queries were dropped, when that filter ran on queries that had one."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"considered": self.considered, "kept": self.kept, "dropped": dict(self.dropped), "failed": self.failed}
+        data: dict[str, Any] = {
+            "considered": self.considered, "kept": self.kept, "dropped": dict(self.dropped), "failed": self.failed,
+        }  # fmt: skip
+        if self.logprob_threshold is not None:
+            data["logprob_threshold"] = round(self.logprob_threshold, 4)
+        return data
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,8 @@ def apply_filters(session: Session, run: GenerationRun, config: FilterConfig) ->
         raise InvalidInputError("Best-of-n picks by round-trip rank; give a round-trip retriever as well.")
     if config.min_words > config.max_words:
         raise InvalidInputError("The minimum query length must not exceed the maximum.")
+    if config.logprob_quantile is not None and not 0.0 < config.logprob_quantile < 1.0:
+        raise InvalidInputError("The log-probability quantile must be above 0 and below 1.")
     reset_drops(session, run)
     queries = run_queries(session, run, [QueryStatus.OK])
     report = FilterReport(considered=len(queries))
@@ -142,6 +157,9 @@ def apply_filters(session: Session, run: GenerationRun, config: FilterConfig) ->
         alive = _drop_copies(session, run, alive, config)
     if config.dedupe:
         alive = _drop_duplicates(alive)
+    if config.logprob_quantile is not None:
+        report.logprob_threshold = logprob_threshold([q.logprob for q in alive], config.logprob_quantile)
+        alive = _drop_unlikely(alive, report.logprob_threshold)
     if config.round_trip is not None:
         trips = round_trip_filter(
             [(query.text, query.document_id) for query in alive],
@@ -206,6 +224,33 @@ def _drop_copies(
         return DROP_NEAR_VERBATIM if copied else None
 
     return _filter_by(queries, reason_of)
+
+
+def logprob_threshold(logprobs: Sequence[float | None], quantile: float) -> float | None:
+    """The ``quantile`` of the known log-probabilities (linear interpolation), or None when none is known.
+
+    Derived from the run's own queries because the scale depends on the generator, its prompt and the domain: a
+    fixed cut-off that suits SmolLM2 on Wikipedia would drop everything, or nothing, for another model or corpus.
+
+    Example:
+        >>> logprob_threshold([-3.0, -1.0, None, -2.0, -0.5], 0.25)
+        -2.25
+    """
+    known = sorted(value for value in logprobs if value is not None)
+    if not known:
+        return None
+    position = quantile * (len(known) - 1)
+    low = int(position)
+    high = min(low + 1, len(known) - 1)
+    return known[low] + (known[high] - known[low]) * (position - low)
+
+
+def _drop_unlikely(queries: list[SyntheticQuery], threshold: float | None) -> list[SyntheticQuery]:
+    if threshold is None:
+        return queries
+    return _filter_by(
+        queries, lambda query: DROP_LOW_LOGPROB if query.logprob is not None and query.logprob < threshold else None
+    )
 
 
 def _drop_duplicates(queries: list[SyntheticQuery]) -> list[SyntheticQuery]:

@@ -265,6 +265,7 @@ def _judged_rows(
                     text=judgement.text,
                     status=QueryStatus.OK if judgement.failure is None else QueryStatus.FAILED,
                     reason=judgement.failure,
+                    logprob=completion.logprob,
                 )
             )
     return rows

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 from sqlalchemy.orm import Session
 
-from ferret.core.db.index_version import active_index_version
+from ferret.core.db.index_version import active_index_version, live_index_versions
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
@@ -47,10 +47,11 @@ from ferret.core.pipeline.declaration import (
 )
 from ferret.core.pipeline.promptagator.configure import configure_stage
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
+from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters, length_bounds
 from ferret.core.synth.generation import generate
-from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
+from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever, SearcherRetriever
 from ferret.core.training.config import DualEncoderTrainingConfig
 from ferret.core.training.dual_encoder_trainer import train_dual_encoder
 from ferret.core.training.guard import run_guard
@@ -107,21 +108,14 @@ def generate_stage(context: StageContext, state: PipelineState) -> PipelineState
 def filter_stage(context: StageContext, state: PipelineState) -> PipelineState:
     """Length, copy, duplicate and round-trip filters over the run, from scratch (earlier drops are undone)."""
     started = time.perf_counter()
-    session, settings, status = context.session, context.settings, context.progress
+    session, status = context.session, context.progress
     if state.run_id is None:
         raise ValueError("the filter stage needs the generation run of the generate stage")
     config = state.config
     task = _task(session, state)
     run = get_run(session, state.run_id)
     status("filtering", 0.0)
-    round_trip: Retriever | None = None
-    if config.round_trip == "bm25":
-        round_trip = BM25Retriever.for_corpus(session, task.corpus)
-    elif config.round_trip != "none":
-        registry = ModelRegistry(session, settings)
-        round_trip = EncoderRetriever.for_corpus(
-            session, task.corpus, registry.encoder(registry.get(config.round_trip))
-        )
+    round_trip = _round_trip_retriever(context, task.corpus, config)
     basic: dict[str, Any] = (
         length_bounds(task)
         if config.basic_filters
@@ -130,11 +124,41 @@ def filter_stage(context: StageContext, state: PipelineState) -> PipelineState:
     report = apply_filters(
         session,
         run,
-        FilterConfig(round_trip=round_trip, round_trip_k=config.round_trip_k, best_of_n=config.best_of_n, **basic),
-    )
+        FilterConfig(
+            round_trip=round_trip, round_trip_k=config.round_trip_k, best_of_n=config.best_of_n,
+            logprob_quantile=config.logprob_quantile, **basic,
+        ),
+    )  # fmt: skip
     session.commit()
     status("filtering", 1.0)
     return state.advance("filter", time.perf_counter() - started, filters=report.as_dict())
+
+
+def _round_trip_retriever(context: StageContext, corpus: Corpus, config: PipelineConfig) -> Retriever | None:
+    """The round-trip filter's retriever. A model's live index of the corpus is searched rather than the corpus
+    embedded again (the same MaxP ranking, up to HNSW's approximation; the quickstart's base index serves it)."""
+    session, settings = context.session, context.settings
+    if config.round_trip == "none":
+        return None
+    if config.round_trip == "bm25":
+        return BM25Retriever.for_corpus(session, corpus)
+    if config.round_trip == "hybrid":
+        if active_index_version(session, corpus) is None:
+            raise InvalidInputError(
+                f"Round trip 'hybrid' searches the active index, and corpus {corpus.name!r} has none; index it first."
+            )
+        searcher = Searcher.over(session, settings, context.backend)
+        return SearcherRetriever(searcher, corpus.name, mode="hybrid", depth=config.round_trip_k)
+    registry = ModelRegistry(session, settings)
+    model = registry.ensure_base() if config.round_trip == BASE_MODEL_NAME else registry.get(config.round_trip)
+    if context.index_backend is not None:
+        live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
+        if live:
+            searcher = Searcher.over(session, settings, context.backend)
+            index = max(live, key=lambda v: v.version)
+            depth = config.round_trip_k
+            return SearcherRetriever(searcher, corpus.name, mode="dense", depth=depth, index_version=index)
+    return EncoderRetriever.for_corpus(session, corpus, registry.encoder(model))
 
 
 def _own_model(session: Session, state: PipelineState) -> ModelVersion | None:
@@ -299,7 +323,8 @@ PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
     kind=JOB_PIPELINE,
     stages=(
         Stage("generate", generate_stage, WorkerQueue.LLM, needs=frozenset({Resource.LLM})),
-        Stage("filter", filter_stage, WorkerQueue.CPU),
+        # The index: round trip through a live index (the base model's, or the hybrid first stage).
+        Stage("filter", filter_stage, WorkerQueue.CPU, needs=frozenset({Resource.INDEX})),
         Stage("train", train_stage, WorkerQueue.GPU),
         Stage("guard", guard_stage, WorkerQueue.GPU),
         Stage("index", index_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),

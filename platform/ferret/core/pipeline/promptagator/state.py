@@ -29,8 +29,13 @@ class PipelineConfig:
     queries_per_doc: int | None = None
     max_documents: int | None = None
     round_trip: str = "base"
-    """Retriever of the round-trip filter: none, bm25, base, or the name of a model version (Promptagator's own
-    recipe filters with a retriever trained on the unfiltered pairs)."""
+    """Retriever of the round-trip filter: none, bm25, base, hybrid (what search runs now: the corpus's active
+    configuration, else RRF over its active index), or the name of a model version (Promptagator's own recipe
+    filters with a retriever trained on the unfiltered pairs). ``base`` reads the base model's live index of the
+    corpus when there is one instead of embedding the corpus again."""
+    logprob_quantile: float | None = None
+    """Drop the queries whose generator log-probability is below this quantile of the run's own queries (issue 12
+    item 5); None: off."""
     basic_filters: bool = True
     """Length, copy and duplicate filters; off for the 'unfiltered' baseline."""
     round_trip_k: int = 10
@@ -83,6 +88,8 @@ class PipelineConfig:
             raise InvalidInputError("The held-out fraction must be at least 0 and below 1.")
         if not 0.0 <= self.base_weight <= 1.0:
             raise InvalidInputError("The base weight must be between 0 and 1.")
+        if self.logprob_quantile is not None and not 0.0 < self.logprob_quantile < 1.0:
+            raise InvalidInputError("The log-probability quantile must be above 0 and below 1.")
         if self.round_trip_k < 1:
             raise InvalidInputError("The round-trip K must be at least 1.")
         if self.cropping_warmup_steps < 0:
