@@ -303,6 +303,7 @@ class PipelineConfigIn(ApiRequest):
     max_documents: int | None = Field(default=None, ge=1)
     round_trip: str = Field(default="base", min_length=1, max_length=128)
     basic_filters: bool = True
+    logprob_quantile: float | None = Field(default=None, gt=0.0, lt=1.0)
     round_trip_k: int = Field(default=10, ge=1, le=100)
     best_of_n: bool = False
     held_out_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
@@ -310,7 +311,7 @@ class PipelineConfigIn(ApiRequest):
     max_steps: int | None = Field(default=None, ge=1)
     batch_size: int | None = Field(default=None, ge=2, le=4096)
     base_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    hard_negatives: Literal["none", "bm25"] = "none"
+    hard_negatives: Literal["none", "bm25", "residual"] = "none"
     cropping_warmup_steps: int = Field(default=0, ge=0, le=100_000)
     init: str | None = Field(
         default=None, pattern=r"^realm:.+$", max_length=140, description="realm:<model>: start from a REALM model."

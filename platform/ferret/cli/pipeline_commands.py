@@ -37,7 +37,8 @@ def run(
         float, typer.Option(help="Average the tuned weights with the base (0-1).")
     ] = _DEFAULTS.base_weight,
     hard_negatives: Annotated[
-        str, typer.Option(help="none, or bm25: one BM25 hard negative per pair.")
+        str,
+        typer.Option(help="none; bm25: one BM25 hard negative per pair; residual: bm25 plus CLEAR's lexical margin."),
     ] = _DEFAULTS.hard_negatives,
     promote: Annotated[
         bool,
@@ -64,7 +65,7 @@ def run(
         max_documents=max_documents,
         round_trip=round_trip,
         round_trip_k=round_trip_k,
-        hard_negatives=cast(Literal["none", "bm25"], hard_negatives),
+        hard_negatives=cast(Literal["none", "bm25", "residual"], hard_negatives),
         learning_rate=learning_rate,
         max_steps=max_steps,
         base_weight=base_weight,

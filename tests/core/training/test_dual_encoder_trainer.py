@@ -94,6 +94,56 @@ def test_full_base_weight_gives_back_the_base_model(tmp_path: Path) -> None:
     np.testing.assert_allclose(averaged.encode(texts), base.encode(texts), atol=1e-5)
 
 
+@pytest.mark.slow
+def test_residual_objective_learns_with_bm25_negatives_and_gaps(tmp_path: Path) -> None:
+    """CLEAR's hinge beside the in-batch softmax: the model still learns the pairs; gaps without negatives are
+    refused."""
+    base = DualEncoder.load(base_model_path(), device="cpu")
+    before = accuracy(base)
+    queries, passages = pairs()
+    # Distinct texts: the no-duplicates batch sampler would not put a passage beside its copy as a negative.
+    negatives = [f"{TOPICS[(i + 1) % len(TOPICS)][1]} (note {i})" for i in range(len(queries))]
+    gaps = [(-0.5 if i % 2 else 0.8) for i in range(len(queries))]
+    config = DualEncoderTrainingConfig(
+        base_model=str(base_model_path()), output_dir=str(tmp_path / "residual"), learning_rate=2e-4,
+        batch_size=8, max_steps=24, warmup_ratio=0.0, device="cpu",
+    )  # fmt: skip
+
+    tuned = DualEncoder.load(
+        train_dual_encoder(config, queries, passages, negatives=negatives, lexical_gaps=gaps), device="cpu"
+    )
+
+    assert accuracy(tuned) > before
+    with pytest.raises(InvalidInputError, match="one BM25 negative and one BM25 gap"):
+        train_dual_encoder(config, queries, passages, lexical_gaps=gaps)
+
+
+def test_residual_margin_follows_the_bm25_gap() -> None:
+    """m = c - λ·gap (CLEAR §3.2), clamped at 0: the loss on a pair BM25 misses exceeds that on one it gets."""
+    import torch
+
+    from ferret.core.training.residual import ResidualMarginLoss
+
+    class Fixed(torch.nn.Module):
+        def __init__(self, vectors: list[list[float]]) -> None:
+            super().__init__()
+            self.vectors = iter(torch.tensor(v) for v in vectors)
+
+        def forward(self, features: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+            return {"sentence_embedding": next(self.vectors)}
+
+    anchors, positives, negatives = [[1.0, 0.0]], [[0.8, 0.6]], [[0.6, 0.8]]  # cosine gap 0.2
+
+    def loss(gap: float) -> float:
+        module = ResidualMarginLoss(Fixed([anchors, positives, negatives]), margin=0.3, lexical_weight=0.3)
+        in_batch = torch.nn.functional.cross_entropy(torch.tensor([[0.8, 0.6]]) * 20, torch.tensor([0]))
+        return float(module([{}, {}, {}], torch.tensor([gap])) - in_batch)
+
+    assert loss(1.0) == pytest.approx(0.0, abs=1e-6)  # margin 0: BM25 already separates them
+    assert loss(0.0) == pytest.approx(0.1, abs=1e-5)  # margin 0.3 - cosine gap 0.2
+    assert loss(-1.0) == pytest.approx(0.4, abs=1e-5)  # BM25 prefers the negative: margin 0.6
+
+
 def test_too_few_pairs_is_a_clear_error(tmp_path: Path) -> None:
     config = DualEncoderTrainingConfig(base_model=str(base_model_path()), output_dir=str(tmp_path), batch_size=8)
     with pytest.raises(InvalidInputError, match="generate more queries"):

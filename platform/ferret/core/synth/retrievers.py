@@ -48,6 +48,15 @@ class BM25Retriever:
             return []
         return [[int(document_id) for document_id in ranked] for ranked in self._bm25.search(queries, k=self.depth)]
 
+    def scores(self, queries: list[str]) -> list[dict[int, float]]:
+        """The BM25 scores of each query's best ``depth`` documents (the residual objective's lexical scores)."""
+        if not queries:
+            return []
+        return [
+            {int(document_id): score for document_id, score in ranked.items()}
+            for ranked in self._bm25.search(queries, k=self.depth)
+        ]
+
 
 class EncoderRetriever:
     """Exact dense search with a dual encoder over the corpus passages; a document scores as its best passage."""

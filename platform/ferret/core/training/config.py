@@ -34,7 +34,7 @@ class DualEncoderTrainingConfig:
     """auto: bf16 on GPUs that support it, else fp16 on CUDA, fp32 on CPU."""
     base_weight: float = 0.0
     """Weight-space ensembling with the base model (WiSE-FT, Wortsman et al. 2022): final = (1-w)·tuned + w·base."""
-    hard_negatives: Literal["none", "bm25"] = "none"
+    hard_negatives: Literal["none", "bm25", "residual"] = "none"
     cropping_warmup_steps: int = 0
     """Steps of label-free warm-up on independent-cropping pairs of the corpus (Contriever) before the pairs."""
     device: str | None = None

@@ -61,12 +61,15 @@ def train_dual_encoder(
     passages: Sequence[str],
     *,
     negatives: Sequence[str] | None = None,
+    lexical_gaps: Sequence[float] | None = None,
     corpus: Sequence[str] | None = None,
     progress: Progress = quiet,
 ) -> Path:
     """Train, save to ``config.output_dir`` and return it. ``queries[i]`` is answered by ``passages[i]``.
 
-    ``corpus`` (passage texts) feeds the optional cropping warm-up (``config.cropping_warmup_steps``); ``progress``
+    ``lexical_gaps`` (one normalised BM25 gap per negative) switches to the residual objective (CLEAR,
+    ``ferret.core.training.residual``). ``corpus`` (passage texts) feeds the optional cropping warm-up
+    (``config.cropping_warmup_steps``); ``progress``
     hears ("training", fraction of the steps done) after every step."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
@@ -81,6 +84,8 @@ def train_dual_encoder(
 
     if len(queries) != len(passages) or (negatives is not None and len(negatives) != len(queries)):
         raise InvalidInputError("Training needs one passage (and one negative, if any) per query.")
+    if lexical_gaps is not None and (negatives is None or len(lexical_gaps) != len(negatives)):
+        raise InvalidInputError("The residual objective needs one BM25 negative and one BM25 gap per query.")
     distinct = len(set(passages))
     if len(queries) < 2 * min(config.batch_size, 8) or distinct < 2:
         raise InvalidInputError(f"Only {len(queries)} training pairs; generate more queries before training.")
@@ -97,13 +102,19 @@ def train_dual_encoder(
     columns: dict[str, list[str]] = {"anchor": list(queries), "positive": list(passages)}
     if negatives is not None:
         columns["negative"] = list(negatives)
+    if lexical_gaps is not None:
+        columns["label"] = [float(gap) for gap in lexical_gaps]  # the trainer hands a "label" column to the loss
     dataset = Dataset.from_dict(columns)
     st_losses = _st_module("losses")
-    loss: Any = (
-        st_losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=config.mini_batch_size)
-        if config.loss == "cached_mnrl"
-        else st_losses.MultipleNegativesRankingLoss(model)
-    )
+    loss: Any
+    if lexical_gaps is not None:
+        from ferret.core.training.residual import ResidualMarginLoss
+
+        loss = ResidualMarginLoss(model)
+    elif config.loss == "cached_mnrl":
+        loss = st_losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=config.mini_batch_size)
+    else:
+        loss = st_losses.MultipleNegativesRankingLoss(model)
 
     class _Progress(TrainerCallback):
         """Reports after every step (the job's progress writer throttles), so a cancel lands within one step."""

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 Ranker = Callable[[list[str]], list[list[int]]]
 """Queries -> document ids, best first (``BM25Retriever``)."""
+Scorer = Callable[[list[str]], list[dict[int, float]]]
+"""Queries -> {document id: BM25 score} of the best documents (``BM25Retriever.scores``)."""
 
 
 def bm25_hard_negatives(
@@ -42,4 +44,37 @@ def bm25_hard_negatives(
             sampled = rng.sample(all_ids, min(5, len(all_ids)))
             candidates = [document_id for document_id in sampled if document_id != positive]
         negatives.append(texts[rng.choice(candidates)] if candidates else texts[positive])
+    return negatives
+
+
+def bm25_residual_negatives(
+    scorer: Scorer,
+    pairs: Sequence[tuple[str, int]],
+    texts: Mapping[int, str],
+    *,
+    skip_top: int = 2,
+    pool: int = 20,
+    seed: int = 13,
+) -> list[tuple[str, float]]:
+    """One BM25 negative per pair, as ``bm25_hard_negatives`` draws it, with the pair's normalised BM25 gap
+    ``(s(q, d+) - s(q, d-)) / max_d s(q, d)`` for the residual objective (``ferret.core.training.residual``).
+
+    A positive BM25 does not retrieve scores 0; a gap near 1 means BM25 already gets the pair right, a negative one
+    that BM25 prefers the negative (what the dense model should make up for).
+    """
+    if not pairs:
+        return []
+    rng = random.Random(seed)
+    all_ids = sorted(texts)
+    negatives: list[tuple[str, float]] = []
+    for (_, positive), scores in zip(pairs, scorer([query for query, _ in pairs]), strict=True):
+        ranked = sorted(scores, key=lambda document_id: -scores[document_id])
+        candidates = [document_id for document_id in ranked[skip_top:pool] if document_id != positive]
+        if not candidates:
+            sampled = rng.sample(all_ids, min(5, len(all_ids)))
+            candidates = [document_id for document_id in sampled if document_id != positive] or [positive]
+        negative = rng.choice(candidates)
+        top = max(scores.values(), default=0.0)
+        gap = (scores.get(positive, 0.0) - scores.get(negative, 0.0)) / top if top > 0 else 0.0
+        negatives.append((texts[negative], gap))
     return negatives

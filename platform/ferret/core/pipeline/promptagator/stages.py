@@ -56,7 +56,7 @@ from ferret.core.training.config import DualEncoderTrainingConfig
 from ferret.core.training.dual_encoder_trainer import train_dual_encoder
 from ferret.core.training.guard import run_guard
 from ferret.core.training.guard_evidence import guard_evidence, passage_texts, split_held_out
-from ferret.core.training.hard_negatives import bm25_hard_negatives
+from ferret.core.training.hard_negatives import bm25_hard_negatives, bm25_residual_negatives
 
 JOB_PIPELINE = "pipeline"
 """The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
@@ -212,16 +212,23 @@ def train_stage(context: StageContext, state: PipelineState) -> PipelineState:
         device=settings.device,
         **overrides,
     )
-    negatives = None
+    negatives, lexical_gaps = None, None
     if config.hard_negatives == "bm25":
         status("mining BM25 hard negatives", 0.0)
         negatives = bm25_hard_negatives(BM25Retriever.for_corpus(session, task.corpus), train, texts, seed=config.seed)
+    elif config.hard_negatives == "residual":
+        status("mining BM25 hard negatives", 0.0)
+        mined = bm25_residual_negatives(
+            BM25Retriever.for_corpus(session, task.corpus).scores, train, texts, seed=config.seed
+        )
+        negatives, lexical_gaps = [text for text, _ in mined], [gap for _, gap in mined]
     session.commit()  # end the read transaction: training takes minutes
     path = train_dual_encoder(
         training,
         [query for query, _ in train],
         [texts[doc_id] for _, doc_id in train],
         negatives=negatives,
+        lexical_gaps=lexical_gaps,
         corpus=list(texts.values()) if config.cropping_warmup_steps else None,
         progress=status,
     )

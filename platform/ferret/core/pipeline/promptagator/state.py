@@ -50,8 +50,9 @@ class PipelineConfig:
     base_weight: float = 0.5
     """WiSE-FT: the saved weights are this share of the base model's plus the rest of the fine-tuned ones; 0.5 keeps
     most of the gain of small synthetic training sets without forgetting the base model's broad retrieval."""
-    hard_negatives: Literal["none", "bm25"] = "none"
-    """BM25 hard negatives: each pair also gets a high BM25 passage that is not its own document."""
+    hard_negatives: Literal["none", "bm25", "residual"] = "none"
+    """BM25 hard negatives: each pair also gets a high BM25 passage that is not its own document; ``residual`` adds
+    CLEAR's margin that grows where BM25 fails (``ferret.core.training.residual``), since search fuses with BM25."""
     cropping_warmup_steps: int = 0
     """Label-free warm-up steps on independent-cropping pairs of the corpus (Contriever) before training."""
     init: str | None = None
@@ -82,8 +83,10 @@ class PipelineConfig:
         """Itself, after the checks a queued job needs before it is accepted (a worker fails late and far away)."""
         if self.promote not in PROMOTE_MODES:
             raise InvalidInputError(f"Promote must be one of {', '.join(PROMOTE_MODES)}, not {self.promote!r}.")
-        if self.hard_negatives not in ("none", "bm25"):
-            raise InvalidInputError(f"Hard negatives must be 'none' or 'bm25', not {self.hard_negatives!r}.")
+        if self.hard_negatives not in ("none", "bm25", "residual"):
+            raise InvalidInputError(
+                f"Hard negatives must be 'none', 'bm25' or 'residual', not {self.hard_negatives!r}."
+            )
         if not 0.0 <= self.held_out_fraction < 1.0:
             raise InvalidInputError("The held-out fraction must be at least 0 and below 1.")
         if not 0.0 <= self.base_weight <= 1.0:
