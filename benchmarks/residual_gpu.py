@@ -76,7 +76,8 @@ def prepare(args: argparse.Namespace) -> None:
         json.dump(data, handle)
     gaps = [gap for _, gap in residual]
     print(f"{len(train)} pairs ({len(held_out)} held out), {len(passages)} passages, {len(data['queries'])} queries;")
-    print(f"BM25 gap: mean {sum(gaps) / len(gaps):.3f}, negative (BM25 prefers the negative) {sum(g < 0 for g in gaps)}")
+    misses = sum(gap < 0 for gap in gaps)
+    print(f"BM25 gap: mean {sum(gaps) / len(gaps):.3f}, negative (BM25 prefers the negative) {misses}")
 
 
 def device(args: argparse.Namespace) -> None:
