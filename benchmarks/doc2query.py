@@ -92,7 +92,7 @@ def main() -> None:
         console.print(f"dense rankings of {len(texts)} queries in {time.perf_counter() - started:.0f} s")
 
         bounds = length_bounds(task)
-        basic = {"min_words": bounds.get("min_words", 3), "max_words": bounds.get("max_words", 40)}
+        basic: dict[str, Any] = {"min_words": bounds.get("min_words", 3), "max_words": bounds.get("max_words", 40)}
         round_trip = SearcherRetriever(
             ctx.searcher, corpus_name, mode="dense", depth=args.round_trip_k, index_version=base_index
         )

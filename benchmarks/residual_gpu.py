@@ -21,7 +21,6 @@ import argparse
 import gzip
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,7 @@ def prepare(args: argparse.Namespace) -> None:
             for passage, document in batch
         ]
     queries, qrels = load_queries(args.dataset), load_qrels(args.dataset, args.split)
-    data = {
+    data: dict[str, Any] = {
         "pairs": [(query, texts[document_id]) for query, document_id in train],
         "held_out": len(held_out),
         "bm25_negatives": negatives,
@@ -187,4 +186,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

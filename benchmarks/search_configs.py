@@ -7,7 +7,11 @@ Usage:
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the untrained default) |
 base + fusion tuned from the task's 8 examples only (no LLM) | trained retriever (RRF) | trained + tuned fusion
-(examples + held-out synthetic queries) | + reranker at the default depth | the configuration the guard promotes.
+(examples + held-out synthetic queries) | + distillation (``--distilled-dir``: a dual encoder distilled elsewhere,
+under the same tuned fusion) | + reranker at the default depth | the configuration the guard promotes.
+``--hard-negatives residual`` trains the retriever on what BM25 misses, ``--logprob-quantile`` adds the generator
+log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage. Document
+expansion (doc2query--) has its own script, ``benchmarks/doc2query.py``: it is not an index version yet.
 Each row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on
 this machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row
 with ``name`` and ``ndcg@10`` and ``"promoted": true`` on the guard's choice.
@@ -89,6 +93,22 @@ def main() -> None:
     parser.add_argument("--no-reranker", action="store_true", help="leave the reranker rows out")
     parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
     parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
+    parser.add_argument(
+        "--hard-negatives", choices=("none", "bm25", "residual"), default="none",
+        help="the trained retriever's negatives: residual trains on what BM25 misses (CLEAR)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--logprob-quantile", type=float, default=None,
+        help="also drop queries below this quantile of the run's generator log-probabilities",
+    )  # fmt: skip
+    parser.add_argument(
+        "--round-trip", choices=("base", "hybrid"), default="base",
+        help="the round trip's first stage: the base index (dense) or the hybrid search over it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--distilled-dir", type=Path, default=None,
+        help="a dual encoder distilled elsewhere (issue 12 item 4): registered, indexed and given its own row",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     os.environ["FERRET_HOME"] = str(args.home or Path(tempfile.mkdtemp(prefix="ferret-configs-")))
@@ -167,6 +187,7 @@ def main() -> None:
         pipeline = PipelineConfig(
             queries_per_doc=args.queries_per_doc, max_documents=args.max_documents, promote="never",
             model_name=RETRIEVER, seed=args.seed, round_trip_k=args.round_trip_k,
+            hard_negatives=args.hard_negatives, logprob_quantile=args.logprob_quantile,
         )  # fmt: skip
         state = PipelineState.start(task, pipeline, model_name=RETRIEVER, reference_model="base")
         stage_context = StageContext(ctx.session, ctx.settings, index_backend=ctx.backend)
@@ -187,10 +208,11 @@ def main() -> None:
         bounds = length_bounds(task)
         filters = apply_filters(
             ctx.session, run,
-            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, mode="dense", depth=args.round_trip_k,
+            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, depth=args.round_trip_k,
+                                                      mode="dense" if args.round_trip == "base" else "hybrid",
                                                       index_version=base_index),
                          round_trip_k=args.round_trip_k, min_words=bounds.get("min_words", 3),
-                         max_words=bounds.get("max_words", 40)),
+                         max_words=bounds.get("max_words", 40), logprob_quantile=args.logprob_quantile),
         )  # fmt: skip
         ctx.session.commit()
         state = state.advance("filter", time.perf_counter() - started, filters=filters.as_dict())
@@ -237,6 +259,16 @@ def main() -> None:
         if retriever is not None:
             plans["trained retriever (rrf)"] = (trained, "hybrid")
         plans[first] = (tuned, "hybrid")
+        if args.distilled_dir is not None:  # one change: the distilled dual encoder under the tuned fusion
+            distilled = find_model_version(ctx.session, "distilled") or registry.register(
+                "distilled", args.distilled_dir.resolve(), parent=registry.ensure_base()
+            )
+            ctx.session.commit()
+            distilled_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, distilled, console.print)
+            plans["+ distillation (tuned fusion)"] = (
+                SearchPlan(distilled_index.collection, distilled.path, choice.fusion, label="distilled"),
+                "hybrid",
+            )
 
         reranker_model = None if args.no_reranker else find_model_version(ctx.session, RERANKER)
         if reranker_model is None and not args.no_reranker:

@@ -26,8 +26,15 @@ def run(
     max_documents: Annotated[int | None, typer.Option(help="Generate for at most this many documents.")] = None,
     queries_per_doc: Annotated[int | None, typer.Option(help="Queries sampled per document (1-8).")] = None,
     round_trip: Annotated[
-        str, typer.Option(help="Round-trip filter retriever: none, bm25, base or a model version name.")
+        str,
+        typer.Option(
+            help="Round-trip filter retriever: none, bm25, base, hybrid (the search that runs now) or a model."
+        ),
     ] = _DEFAULTS.round_trip,
+    logprob_quantile: Annotated[
+        float | None,
+        typer.Option(help="Drop queries whose generator log-probability is below this quantile of the run (0-1)."),
+    ] = None,
     learning_rate: Annotated[float, typer.Option(help="Fine-tuning learning rate.")] = _DEFAULTS.learning_rate,
     max_steps: Annotated[int | None, typer.Option(help="Training steps (default scaled to the data).")] = None,
     round_trip_k: Annotated[
@@ -64,6 +71,7 @@ def run(
         queries_per_doc=queries_per_doc,
         max_documents=max_documents,
         round_trip=round_trip,
+        logprob_quantile=logprob_quantile,
         round_trip_k=round_trip_k,
         hard_negatives=cast(Literal["none", "bm25", "residual"], hard_negatives),
         learning_rate=learning_rate,

@@ -125,7 +125,7 @@ def test_residual_margin_follows_the_bm25_gap() -> None:
     from ferret.core.training.residual import ResidualMarginLoss
 
     class Fixed(torch.nn.Module):
-        def __init__(self, vectors: list[list[float]]) -> None:
+        def __init__(self, vectors: list[list[list[float]]]) -> None:
             super().__init__()
             self.vectors = iter(torch.tensor(v) for v in vectors)
 

@@ -99,7 +99,7 @@ def train_dual_encoder(
     torch.manual_seed(config.seed)
     model = SentenceTransformer(config.base_model, device=device, local_files_only=True)
     model.max_seq_length = config.max_seq_length
-    columns: dict[str, list[str]] = {"anchor": list(queries), "positive": list(passages)}
+    columns: dict[str, list[Any]] = {"anchor": list(queries), "positive": list(passages)}
     if negatives is not None:
         columns["negative"] = list(negatives)
     if lexical_gaps is not None:
