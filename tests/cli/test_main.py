@@ -168,7 +168,14 @@ def test_rollback_with_nothing_to_roll_back_is_one_sentence(ferret_home: Path, f
         (["ingest", "--corpus", "Bad Name!", "--path", "."], "Corpus name 'Bad Name!' is not valid"),
         (["eval", "--dataset", "/no/such/folder"], "does not exist"),
         (["pipeline", "run", "--task", "t", "--base-weight", "2"], "The base weight must be between 0 and 1."),
-        (["pipeline", "run", "--task", "t", "--hard-negatives", "dense"], "Hard negatives must be 'none' or 'bm25'"),
+        (
+            ["pipeline", "run", "--task", "t", "--hard-negatives", "dense"],
+            "Hard negatives must be 'none', 'bm25' or 'residual'",
+        ),
+        (
+            ["pipeline", "run", "--task", "t", "--logprob-quantile", "1.5"],
+            "The log-probability quantile must be above 0 and below 1.",
+        ),
         (["pipeline", "run", "--task", "t", "--round-trip-k", "0"], "The round-trip K must be at least 1."),
         (["pipeline", "run", "--task", "t", "--no-promote", "--force-promote"], "Give at most one of --no-promote"),
     ],
