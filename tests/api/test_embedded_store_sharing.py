@@ -8,6 +8,7 @@ groups, or ``--all-groups`` asks for an administrator's view.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 import subprocess
@@ -68,6 +69,7 @@ def test_search_without_group_sees_public_documents_only(cli: Any, visible: dict
 
 
 def test_a_shard_held_by_the_server_is_one_sentence(cli: Any, installation: Any) -> None:
+    """The command line in a process of its own: inside the server's process the shards are shared, not locked."""
     with TestClient(create_app(installation.settings)) as client:
         response = client.post(
             "/v1/corpora/kb/search",
@@ -75,7 +77,18 @@ def test_a_shard_held_by_the_server_is_one_sentence(cli: Any, installation: Any)
             headers={"Authorization": f"Bearer {installation.keys['search-a']}"},
         )
         assert response.status_code == 200  # the server now holds the shard of kb
-        text = one_sentence(cli("search", "volcano", "--corpus", "kb", "--mode", "sparse"))
+        command = [sys.executable, "-c", "from ferret.cli.main import main; main()"]
+        done = subprocess.run(
+            [*command, "search", "volcano", "--corpus", "kb", "--mode", "sparse"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "FERRET_HOME": str(installation.settings.home), "COLUMNS": "250"},
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
+        text = " ".join((done.stdout + done.stderr).split())
+        # the same command inside the server's process shares its shards and succeeds
+        assert found(cli("search", "volcano", "--corpus", "kb", "--mode", "sparse"))
     assert text == (
         "Error: The embedded index 'kb__v1' is open in another Ferret process (`ferret serve`, or a running ingest, "
         "build or pipeline); use the running server's HTTP API, or wait for that process to stop."

@@ -21,6 +21,7 @@ from ferret.core.errors import InvalidInputError
 from ferret.core.progress import Progress, quiet
 from ferret.core.training.config import DualEncoderTrainingConfig
 from ferret.core.training.cropping import independent_crops
+from ferret.core.training.residual import ResidualMarginLoss
 
 logger = logging.getLogger(__name__)
 
@@ -108,8 +109,6 @@ def train_dual_encoder(
     st_losses = _st_module("losses")
     loss: Any
     if lexical_gaps is not None:
-        from ferret.core.training.residual import ResidualMarginLoss
-
         loss = ResidualMarginLoss(model)
     elif config.loss == "cached_mnrl":
         loss = st_losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=config.mini_batch_size)
