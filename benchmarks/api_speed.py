@@ -95,6 +95,7 @@ def build_search_index(home: Path, datasets: Sequence[Path], n_passages: int, ca
             if count != n_passages:
                 raise SystemExit(f"{home} holds an index of {count} passages, not {n_passages}: use another --home")
             console.print(f"[dim]reusing the {count:,}-passage index in {home}[/dim]")
+            backend.close()  # the server it starts next must be able to load the shards
             return {"passages": count, "reused": True}
     finally:
         session.close()

@@ -3,6 +3,7 @@ load a shard), and the last one to close lets go of them so another process can 
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,13 @@ def test_a_handle_used_again_after_close_joins_the_others(tmp_path: Path) -> Non
     first.close()
     second.close()
     assert _count_in_another_process(tmp_path, "c") == "3"
+
+
+def test_a_handle_nobody_closed_lets_go_when_it_is_collected(tmp_path: Path) -> None:
+    """Code that drops a handle without closing it freed its shards with it; sharing must not keep them loaded."""
+    handle = EdgeIndexBackend(tmp_path)
+    handle.create_collection("c", DIMENSION)
+    handle.upsert("c", _points(2))
+    del handle
+    gc.collect()
+    assert _count_in_another_process(tmp_path, "c") == "2"

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,21 @@ _HOLDERS: dict[Path, _Holders] = {}
 _HOLDERS_LOCK = threading.Lock()
 
 
+def _leave(key: Path, holders: _Holders) -> None:
+    """One handle fewer on ``key``; the last one closes the shards. Run once per join, by `close` or by the garbage
+    collector for a handle nobody closed (it used to free its shards with it, and must still)."""
+    with _HOLDERS_LOCK:
+        holders.handles -= 1
+        if holders.handles > 0:
+            return
+        if _HOLDERS.get(key) is holders:
+            del _HOLDERS[key]
+    with holders.lock:
+        for shard in holders.shards.values():
+            shard.close()
+        holders.shards.clear()
+
+
 class EdgeIndexBackend(IndexBackend):
     """Example:
     >>> backend = EdgeIndexBackend(Path("~/.ferret/qdrant").expanduser())
@@ -88,18 +104,18 @@ class EdgeIndexBackend(IndexBackend):
         self._aliases_file = root / "aliases.json"
         self._key = root.resolve()
         self._holders = _Holders()
-        self._joined = False
+        self._release: weakref.finalize[[Path, _Holders], EdgeIndexBackend] | None = None
         self._join()
 
     # -- the process's shared holders -----------------------------------------------------------------------------
     def _join(self) -> None:
         """Share this folder's loaded shards with the other handles of this process (again after a `close`)."""
         with _HOLDERS_LOCK:
-            if self._joined:
+            if self._release is not None and self._release.alive:
                 return
             self._holders = _HOLDERS.setdefault(self._key, _Holders())
             self._holders.handles += 1
-            self._joined = True
+            self._release = weakref.finalize(self, _leave, self._key, self._holders)
 
     @property
     def _shards(self) -> dict[str, qe.EdgeShard]:
@@ -300,16 +316,5 @@ class EdgeIndexBackend(IndexBackend):
 
     def close(self) -> None:
         """Let go of this handle; the last handle of the process on this folder closes the shards (idempotent)."""
-        with _HOLDERS_LOCK:
-            if not self._joined:
-                return
-            self._joined = False
-            self._holders.handles -= 1
-            if self._holders.handles > 0:
-                return
-            if _HOLDERS.get(self._key) is self._holders:
-                del _HOLDERS[self._key]
-        with self._lock:
-            for shard in self._shards.values():
-                shard.close()
-            self._shards.clear()
+        if self._release is not None:
+            self._release()
