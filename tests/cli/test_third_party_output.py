@@ -50,3 +50,18 @@ def test_library_bars_and_warnings_go_to_the_log(tmp_path: Path) -> None:
     assert "skipped truncated.pdf" in runs[0].stdout  # Ferret's own report stays
     assert "Glaciers carve fjords" in runs[2].stdout
     assert "EOF marker not found" in (home / "logs" / "ferret.log").read_text()
+
+
+def test_plain_tqdm_bars_are_off_too() -> None:
+    """sentence-transformers draws a plain tqdm bar ("Computing widget examples") when it writes a trained model's
+    card: the quickstart's training job showed it between Ferret's progress lines."""
+    code = (
+        "from ferret.cli.logs import route_third_party_output\n"
+        "route_third_party_output()\n"
+        "from tqdm import tqdm\n"
+        "for _ in tqdm(range(3), desc='Computing widget examples'): pass\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TQDM_")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Computing widget examples" not in done.stdout + done.stderr

@@ -4,8 +4,8 @@ Libraries print progress bars and warnings of their own: transformers' "Loading 
 search, its GGUF dequantisation bar, pypdf's "EOF marker not found", torch's and transformers' Python warnings.
 A command's output is its results and Ferret's own progress, so:
 
-- the Hugging Face progress bars (huggingface_hub, transformers, datasets) are switched off through their
-  documented environment variables, set before those libraries are imported (they read them at import);
+- the Hugging Face progress bars (huggingface_hub, transformers, datasets) and plain tqdm bars are switched off
+  through their documented environment variables, set before those libraries are imported (they read them at import);
 - every library's log records and Python warnings go to ``$FERRET_HOME/logs/ferret.log`` (opened on the first
   record, so a command that logs nothing creates no file);
 - Ferret's own warnings still reach stderr as well, since they are meant for the user.
@@ -19,7 +19,9 @@ import sys
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-PROGRESS_BAR_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS")
+# TQDM_DISABLE: tqdm reads its arguments' defaults from TQDM_* variables, which also silences the plain tqdm bars
+# that sentence-transformers draws itself ("Computing widget examples" when a trained model's card is written).
+PROGRESS_BAR_SWITCHES = ("HF_HUB_DISABLE_PROGRESS_BARS", "HF_DATASETS_DISABLE_PROGRESS_BARS", "TQDM_DISABLE")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
