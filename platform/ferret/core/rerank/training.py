@@ -28,6 +28,14 @@ MIN_PAIRS = 200
 """Fewer kept pairs than this train a reranker that is worse than none (noise on a new head); refused."""
 
 
+def epoch_plan(groups: int, batch_size: int, epochs: int, min_steps: int) -> tuple[int, int]:
+    """(epochs, optimiser steps): at least ``epochs``, and more until ``min_steps`` steps, since a few hundred
+    synthetic queries give few steps an epoch (the reranker's and the distilled encoder's trainers)."""
+    per_epoch = max(1, math.ceil(groups / batch_size))
+    planned = max(epochs, math.ceil(min_steps / per_epoch))
+    return planned, planned * per_epoch
+
+
 @dataclass(frozen=True)
 class RerankerTrainingConfig:
     negatives: int = 7
@@ -51,9 +59,7 @@ class RerankerTrainingConfig:
 
     def steps(self, groups: int) -> tuple[int, int]:
         """(epochs, optimiser steps) for ``groups`` usable groups."""
-        per_epoch = max(1, math.ceil(groups / self.batch_size))
-        epochs = max(self.epochs, math.ceil(self.min_steps / per_epoch))
-        return epochs, epochs * per_epoch
+        return epoch_plan(groups, self.batch_size, self.epochs, self.min_steps)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

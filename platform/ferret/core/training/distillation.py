@@ -20,7 +20,6 @@ only, so a GPU machine can run it on carried files.
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ferret.core.errors import InvalidInputError
-from ferret.core.rerank.training import MIN_PAIRS, TrainingGroup, check_pair_count
+from ferret.core.rerank.training import MIN_PAIRS, TrainingGroup, check_pair_count, epoch_plan
 
 
 @dataclass(frozen=True)
@@ -46,9 +45,7 @@ class DistillationConfig:
     seed: int = 13
 
     def steps(self, groups: int) -> tuple[int, int]:
-        per_epoch = max(1, math.ceil(groups / self.batch_size))
-        epochs = max(self.epochs, math.ceil(self.min_steps / per_epoch))
-        return epochs, epochs * per_epoch
+        return epoch_plan(groups, self.batch_size, self.epochs, self.min_steps)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
