@@ -20,9 +20,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ferret.core.errors import InvalidInputError
+
+T = TypeVar("T")
 
 MIN_PAIRS = 200
 """Fewer kept pairs than this train a reranker that is worse than none (noise on a new head); refused."""
@@ -34,6 +36,61 @@ def epoch_plan(groups: int, batch_size: int, epochs: int, min_steps: int) -> tup
     per_epoch = max(1, math.ceil(groups / batch_size))
     planned = max(epochs, math.ceil(min_steps / per_epoch))
     return planned, planned * per_epoch
+
+
+def optimise_in_batches(
+    items: Sequence[T],
+    loss_of: Callable[[list[T]], Any],
+    optimizer: Any,
+    parameters: Any,
+    rng: random.Random,
+    *,
+    epochs: int,
+    batch_size: int,
+    warmup_fraction: float,
+    progress: Callable[[float], None],
+) -> tuple[list[float], float]:
+    """The loop the reranker's and the distilled encoder's trainers share: the items shuffled every epoch, one
+    optimiser step per batch with clipped gradients, linear warm-up then linear decay; returns losses and seconds."""
+    import torch
+
+    total = epochs * max(1, math.ceil(len(items) / batch_size))
+    warmup = max(1, int(total * warmup_fraction))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / warmup) * max(0.0, (total - step) / max(1, total - warmup))
+    )
+    parameters = list(parameters)
+    losses: list[float] = []
+    started = time.perf_counter()
+    for _ in range(epochs):
+        order = list(range(len(items)))
+        rng.shuffle(order)
+        for start in range(0, len(order), batch_size):
+            loss = loss_of([items[i] for i in order[start : start + batch_size]])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(parameters, 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
+            losses.append(float(loss.item()))
+            progress(len(losses) / total)
+    return losses, time.perf_counter() - started
+
+
+def loss_report(losses: Sequence[float], seconds: float, *, groups: int, epochs: int, device: str) -> dict[str, Any]:
+    """What a training run reports: its size, time and the mean loss of its first, last and every tenth of steps."""
+    tenth = max(1, len(losses) // 10)
+    return {
+        "groups": groups,
+        "epochs": epochs,
+        "steps": len(losses),
+        "seconds": round(seconds, 1),
+        "device": device,
+        "loss_first": round(sum(losses[:tenth]) / tenth, 4),
+        "loss_last": round(sum(losses[-tenth:]) / tenth, 4),
+        "loss_by_tenth": [round(sum(losses[j : j + tenth]) / len(losses[j : j + tenth]), 4)
+                          for j in range(0, len(losses), tenth)],
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -136,60 +193,37 @@ def train_cross_encoder(
     model = CrossEncoder(str(base_path), num_labels=1, max_length=config.max_length, device=device)
     network, tokenizer = model.model, model.tokenizer
     network.float().train()
-    epochs, total = config.steps(len(usable))
+    epochs, _ = config.steps(len(usable))
     head = [p for n, p in network.named_parameters() if n.startswith("classifier.")]
     body = [p for n, p in network.named_parameters() if not n.startswith("classifier.")]
     optimizer = torch.optim.AdamW(
         [{"params": body, "lr": config.learning_rate}, {"params": head, "lr": config.head_learning_rate}],
         weight_decay=0.01,
     )
-    warmup = max(1, int(total * config.warmup_fraction))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) * max(0.0, (total - step) / max(1, total - warmup))
-    )
     rng = random.Random(config.seed)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
-    losses: list[float] = []
-    started, step = time.perf_counter(), 0
-    for _ in range(epochs):
-        order = list(range(len(usable)))
-        rng.shuffle(order)
-        for start in range(0, len(order), config.batch_size):
-            batch = [usable[i] for i in order[start : start + config.batch_size]]
-            drawn = _sample_negatives(batch, config.negatives, rng)
-            width = min(len(n) for n in drawn) + 1
-            pairs = [
-                (g.query, text) for g, n in zip(batch, drawn, strict=True) for text in [g.positive, *n[: width - 1]]
-            ]
-            inputs = tokenizer(
-                [q for q, _ in pairs], [d for _, d in pairs], padding=True, truncation="only_second",
-                max_length=config.max_length, return_tensors="pt",
-            ).to(device)  # fmt: skip
-            with autocast:
-                logits = network(**inputs).logits.float().view(len(batch), width)
-            loss = torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long, device=device))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(network.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(float(loss.item()))
-            step += 1
-            progress(step / total)
+
+    def listwise_loss(batch: list[TrainingGroup]) -> Any:
+        drawn = _sample_negatives(batch, config.negatives, rng)
+        width = min(len(n) for n in drawn) + 1
+        pairs = [(g.query, text) for g, n in zip(batch, drawn, strict=True) for text in [g.positive, *n[: width - 1]]]
+        inputs = tokenizer(
+            [q for q, _ in pairs], [d for _, d in pairs], padding=True, truncation="only_second",
+            max_length=config.max_length, return_tensors="pt",
+        ).to(device)  # fmt: skip
+        with autocast:
+            logits = network(**inputs).logits.float().view(len(batch), width)
+        return torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long, device=device))
+
+    losses, seconds = optimise_in_batches(
+        usable, listwise_loss, optimizer, network.parameters(), rng,
+        epochs=epochs, batch_size=config.batch_size, warmup_fraction=config.warmup_fraction, progress=progress,
+    )  # fmt: skip
     network.eval()
     output.mkdir(parents=True, exist_ok=True)
     model.save(str(output))
-    tenth = max(1, len(losses) // 10)
     return {
-        "groups": len(usable),
-        "epochs": epochs,
-        "steps": step,
-        "seconds": round(time.perf_counter() - started, 1),
-        "device": device,
-        "loss_first": round(sum(losses[:tenth]) / tenth, 4),
-        "loss_last": round(sum(losses[-tenth:]) / tenth, 4),
-        "loss_by_tenth": [round(sum(losses[j : j + tenth]) / len(losses[j : j + tenth]), 4)
-                          for j in range(0, len(losses), tenth)],
+        **loss_report(losses, seconds, groups=len(usable), epochs=epochs, device=device),
         "chance_loss": round(math.log(config.negatives + 1), 4),
         "config": config.to_json(),
-    }  # fmt: skip
+    }

@@ -21,14 +21,20 @@ only, so a GPU machine can run it on carried files.
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ferret.core.errors import InvalidInputError
-from ferret.core.rerank.training import MIN_PAIRS, TrainingGroup, check_pair_count, epoch_plan
+from ferret.core.rerank.training import (
+    MIN_PAIRS,
+    TrainingGroup,
+    check_pair_count,
+    epoch_plan,
+    loss_report,
+    optimise_in_batches,
+)
 
 
 @dataclass(frozen=True)
@@ -103,12 +109,8 @@ def train_margin_mse(
     student = SentenceTransformer(str(student_path), device=device, local_files_only=True)
     student.float().train()
     preprocess = getattr(student, "preprocess", None) or student.tokenize
-    epochs, total = config.steps(len(usable))
+    epochs, _ = config.steps(len(usable))
     optimizer = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.01)
-    warmup = max(1, int(total * config.warmup_fraction))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / warmup) * max(0.0, (total - step) / max(1, total - warmup))
-    )
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
     rng = random.Random(config.seed)
 
@@ -118,40 +120,24 @@ def train_margin_mse(
             vectors = student(features)["sentence_embedding"].float()
         return torch.nn.functional.normalize(vectors, dim=-1)
 
-    losses: list[float] = []
-    started, step = time.perf_counter(), 0
-    for _ in range(epochs):
-        order = list(range(len(usable)))
-        rng.shuffle(order)
-        for start in range(0, len(order), config.batch_size):
-            batch = [usable[i] for i in order[start : start + config.batch_size]]
-            picks = [rng.randrange(len(g.negatives)) for g, _ in batch]
-            q = embed([g.query for g, _ in batch])
-            pos = embed([g.positive for g, _ in batch])
-            neg = embed([g.negatives[j] for (g, _), j in zip(batch, picks, strict=True)])
-            margin = config.scale * ((q * pos).sum(-1) - (q * neg).sum(-1))
-            target = torch.tensor([s[0] - s[1 + j] for (_, s), j in zip(batch, picks, strict=True)], device=device)
-            loss = torch.nn.functional.mse_loss(margin, target)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(float(loss.item()))
-            step += 1
-            progress(step / total)
+    def margin_mse(batch: list[tuple[TrainingGroup, Sequence[float]]]) -> Any:
+        picks = [rng.randrange(len(g.negatives)) for g, _ in batch]
+        q = embed([g.query for g, _ in batch])
+        pos = embed([g.positive for g, _ in batch])
+        neg = embed([g.negatives[j] for (g, _), j in zip(batch, picks, strict=True)])
+        margin = config.scale * ((q * pos).sum(-1) - (q * neg).sum(-1))
+        target = torch.tensor([s[0] - s[1 + j] for (_, s), j in zip(batch, picks, strict=True)], device=device)
+        return torch.nn.functional.mse_loss(margin, target)
+
+    losses, seconds = optimise_in_batches(
+        usable, margin_mse, optimizer, student.parameters(), rng,
+        epochs=epochs, batch_size=config.batch_size, warmup_fraction=config.warmup_fraction, progress=progress,
+    )  # fmt: skip
     student.eval()
     output.mkdir(parents=True, exist_ok=True)
     student.save(str(output))
-    tenth = max(1, len(losses) // 10)
     return {
         "objective": "margin-mse",
-        "groups": len(usable),
-        "epochs": epochs,
-        "steps": step,
-        "seconds": round(time.perf_counter() - started, 1),
-        "device": device,
-        "loss_first": round(sum(losses[:tenth]) / tenth, 4),
-        "loss_last": round(sum(losses[-tenth:]) / tenth, 4),
+        **loss_report(losses, seconds, groups=len(usable), epochs=epochs, device=device),
         "config": config.to_json(),
     }
