@@ -70,6 +70,14 @@ class FerretSettings(BaseSettings):
         "at search time), 'onnx-int8' (its int8-quantised weights) or 'torch'; a CUDA device always uses torch "
         "(ferret.core.encoder.query_encoder).",
     )
+    query_encoder_threads: int = Field(
+        default=1,
+        ge=0,
+        le=256,
+        description="ONNX Runtime threads per query batch; 0: one per core. One thread, without spin-waiting, takes "
+        "about 20% less CPU per query than two that spin, and a busy server's parallelism comes from its concurrent "
+        "requests, not from splitting one small batch (benchmarks/RESULTS.md, issue 16).",
+    )
     onnx_cache: Path | None = Field(
         default=None, description="Folder of the ONNX exports of model versions; default: FERRET_HOME/cache/onnx."
     )

@@ -169,3 +169,22 @@ def test_torch_is_used_when_asked_or_on_a_gpu(tmp_path: Path) -> None:
         assert query_encoders.uses_onnx(settings) is False
     torch_settings = FerretSettings(home=tmp_path, query_encoder="torch")
     assert query_encoder(path, torch_settings) is load_encoder(path, torch_settings)
+
+
+def test_the_served_tower_runs_the_configured_threads_without_spinning(fresh_cache: FerretSettings) -> None:
+    """One thread that does not spin by default (a loaded server's cores belong to its concurrent requests); 0 gives
+    ONNX Runtime's own pool back. Both encode the same vectors."""
+    path = base_model_path()
+    query_encoder(path, fresh_cache)  # writes the export
+    query_encoders.forget_query_encoders()
+    served = query_encoder(path, fresh_cache)
+    assert isinstance(served, OnnxQueryEncoder)
+    options = served._session.get_session_options()
+    assert options.intra_op_num_threads == 1
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+    pooled = query_encoder(path, fresh_cache.model_copy(update={"query_encoder_threads": 0}))
+    assert isinstance(pooled, OnnxQueryEncoder) and pooled is not served
+    assert pooled._session.get_session_options().intra_op_num_threads == 0  # ONNX Runtime's default: one per core
+    questions = demo_rows("queries.jsonl", 8)
+    np.testing.assert_allclose(served.encode_queries(questions), pooled.encode_queries(questions), atol=1e-5)

@@ -264,7 +264,9 @@ class OnnxQueryEncoder:
         cls, folder: Path, *, max_passage_tokens: int, int8: bool = False, threads: int | None = None
     ) -> OnnxQueryEncoder:
         """Load an export; ``OnnxUnavailableError`` if it is missing, unreadable or of another format. ``threads``:
-        ONNX Runtime's intra-op pool (default: one per physical core)."""
+        ONNX Runtime's intra-op pool (default: one per physical core, spin-waiting between calls as ONNX Runtime
+        does); a fixed number of threads does not spin, which on a loaded server only burns the cores that the
+        concurrent requests need."""
         if (folder / FAILED_FILE).is_file():
             raise OnnxUnavailableError((folder / FAILED_FILE).read_text(encoding="utf-8").strip())
         if not (folder / MODEL_FILE).is_file():
@@ -283,6 +285,7 @@ class OnnxQueryEncoder:
             options.log_severity_level = 3  # errors only: its notices would print into search results
             if threads is not None:
                 options.intra_op_num_threads = threads
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             model_file = quantize_int8(folder) if int8 else folder / MODEL_FILE
             session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
         except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses

@@ -60,7 +60,7 @@ def query_encoder(path: str | Path, settings: FerretSettings) -> QueryEncoder:
     """The query tower of a model folder, loaded once per process (the key includes what changes its output)."""
     if not uses_onnx(settings):
         return load_encoder(path, settings)
-    key = (str(path), settings.query_encoder, settings.max_passage_tokens)
+    key = (str(path), settings.query_encoder, settings.max_passage_tokens, settings.query_encoder_threads)
     with _lock:
         encoder = _cache.get(key)
         if encoder is None:
@@ -79,7 +79,12 @@ def _open_or_fall_back(path: Path, settings: FerretSettings) -> QueryEncoder:
     folder = onnx_folder(settings, path)
     int8 = settings.query_encoder == "onnx-int8"
     try:
-        return OnnxQueryEncoder.open(folder, max_passage_tokens=settings.max_passage_tokens, int8=int8)
+        return OnnxQueryEncoder.open(
+            folder,
+            max_passage_tokens=settings.max_passage_tokens,
+            int8=int8,
+            threads=settings.query_encoder_threads or None,
+        )
     except OnnxUnavailableError as reason:
         unsupported = (folder / FAILED_FILE).is_file()  # a permanent state, not worth a line on every search
         logger.log(
