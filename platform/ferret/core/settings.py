@@ -78,6 +78,17 @@ class FerretSettings(BaseSettings):
         "about 20% less CPU per query than two that spin, and a busy server's parallelism comes from its concurrent "
         "requests, not from splitting one small batch (benchmarks/RESULTS.md, issue 16).",
     )
+    reranker_runtime: QueryEncoderKind = Field(
+        default="onnx-int8",
+        description="How searches score (query, passage) pairs with a configuration's reranker: 'onnx-int8' (ONNX "
+        "Runtime, int8 weights), 'onnx' (fp32) or 'torch' (ferret.core.rerank.cross_encoder). MEASUREMENT PENDING.",
+    )
+    reranker_threads: int = Field(
+        default=2,
+        ge=0,
+        le=256,
+        description="ONNX Runtime threads per reranked query; 0: one per core, spin-waiting. MEASUREMENT PENDING.",
+    )
     onnx_cache: Path | None = Field(
         default=None, description="Folder of the ONNX exports of model versions; default: FERRET_HOME/cache/onnx."
     )

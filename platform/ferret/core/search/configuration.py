@@ -29,7 +29,7 @@ from ferret.core.encoder.registry import BASE_MODEL_NAME
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.rerank.cross_encoder import Reranker, load_reranker
+from ferret.core.rerank.cross_encoder import CrossScorer, load_reranker
 from ferret.core.search.fusion import RRF, Fusion
 from ferret.core.settings import FerretSettings
 
@@ -53,7 +53,7 @@ class SearchPlan:
     collection: str
     model_path: str
     fusion: Fusion = RRF
-    reranker: Reranker | None = None
+    reranker: CrossScorer | None = None
     rerank_depth: int = 0
     rerank_weight: float = 0.5
     label: str = "base"
