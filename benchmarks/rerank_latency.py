@@ -57,6 +57,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    unknown = set(args.variants.split(",")) - {"torch", "torch-int8", "onnx", "onnx-int8"}
+    if unknown:  # the third session's names (fp32, int8) are not silently run as torch
+        parser.error(f"unknown variants {sorted(unknown)}: use torch, torch-int8, onnx, onnx-int8")
 
     import torch
 
