@@ -78,6 +78,24 @@ class FerretSettings(BaseSettings):
         "about 20% less CPU per query than two that spin, and a busy server's parallelism comes from its concurrent "
         "requests, not from splitting one small batch (benchmarks/RESULTS.md, issue 16).",
     )
+    reranker_runtime: QueryEncoderKind = Field(
+        default="onnx-int8",
+        description="How searches score (query, passage) pairs with a configuration's reranker: 'onnx-int8' (ONNX "
+        "Runtime, int8 weights), 'onnx' (fp32, the same scores as torch) or 'torch' (ferret.core.rerank."
+        "cross_encoder). int8 is the default because its quality cost is nil and it is the only one within issue 12's "
+        "300 ms: on SciFact's 300 test queries at depth 10, nDCG@10 71.9 / 66.2 at reranker weight 0.25 / 0.5 "
+        "against torch fp32's 71.4 / 66.2, and 246 ms p50 per query against 368 ms (ONNX fp32) and 1,078 ms (torch) "
+        "on the shared 2 cores at load 4 (benchmarks/RESULTS.md, issue 12, fourth session).",
+    )
+    reranker_threads: int = Field(
+        default=1,
+        ge=0,
+        le=256,
+        description="ONNX Runtime threads per reranked query; 0: one per core, spin-waiting. One thread without "
+        "spinning was the fastest for one query's 10 pairs on the shared 2 cores at load 4 (int8: 246 ms p50, two "
+        "threads 268 ms, ONNX Runtime's spinning pool 399 ms), and a server's parallelism comes from its concurrent "
+        "requests, as for the query tower (benchmarks/RESULTS.md, issue 12, fourth session).",
+    )
     onnx_cache: Path | None = Field(
         default=None, description="Folder of the ONNX exports of model versions; default: FERRET_HOME/cache/onnx."
     )

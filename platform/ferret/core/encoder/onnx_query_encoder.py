@@ -21,13 +21,8 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import threading
-import uuid
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,41 +30,49 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ferret.core.encoder.onnx_export import (
+    FAILED_FILE,
+    INT8_FILE,
+    MODEL_FILE,
+    TOKENIZER_FILE,
+    OnnxUnavailableError,
+    export_graph,
+    onnx_cache_root,
+    open_session,
+    quantize_int8,
+    read_failure,
+    record_failure,
+    staging_folder,
+)
+from ferret.core.encoder.onnx_export import model_fingerprint as _fingerprint
 from ferret.core.settings import FerretSettings
+
+__all__ = [
+    "FAILED_FILE",
+    "INT8_FILE",
+    "MODEL_FILE",
+    "OnnxQueryEncoder",
+    "OnnxUnavailableError",
+    "export_onnx",
+    "model_fingerprint",
+    "onnx_cache_root",
+    "onnx_folder",
+    "quantize_int8",
+]
 
 if TYPE_CHECKING:
     from ferret.core.encoder.dual_encoder import DualEncoder
 
 EXPORT_FORMAT = 1
 """Bumped when what is written changes, so older cache folders are not read."""
-MODEL_FILE = "model.onnx"
-INT8_FILE = "model.int8.onnx"
 PIPELINE_FILE = "pipeline.json"
-TOKENIZER_FILE = "tokenizer.json"
-FAILED_FILE = "export-failed.txt"
 _POOLING_MODES = ("cls", "mean", "max", "mean_sqrt_len_tokens")
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-class OnnxUnavailableError(Exception):
-    """The ONNX query encoder cannot be used for this model (missing, corrupt, unsupported or no onnxruntime)."""
-
-
 def model_fingerprint(model_path: str | Path) -> str:
-    """A key of the model folder's content, from each file's relative path, size and modification time.
-
-    Reading the files' bytes (a 90 MB safetensors) would cost a cold search a few hundred milliseconds; any
-    rewrite of a file changes its size or mtime, so a retrained model in the same folder gets a new export."""
-    root = Path(model_path)
-    digest = hashlib.sha256(f"format {EXPORT_FORMAT}".encode())
-    for file in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
-        stat = file.stat()
-        digest.update(f"{file.relative_to(root).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:32]
-
-
-def onnx_cache_root(settings: FerretSettings) -> Path:
-    return settings.onnx_cache or settings.home / "cache" / "onnx"
+    """The cache key of a dual encoder's folder (``onnx_export.model_fingerprint``)."""
+    return _fingerprint(model_path, f"format {EXPORT_FORMAT}")
 
 
 def onnx_folder(settings: FerretSettings, model_path: str | Path) -> Path:
@@ -159,51 +162,24 @@ def export_onnx(encoder: DualEncoder, folder: Path, *, int8: bool = False) -> Pa
         if int8:
             quantize_int8(folder)
         return folder
-    if (folder / FAILED_FILE).is_file():
-        raise OnnxUnavailableError((folder / FAILED_FILE).read_text(encoding="utf-8").strip())
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = folder.parent / f".staging-{folder.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    staging.mkdir()
-    try:
+    read_failure(folder)
+    with staging_folder(folder) as staging:
         try:
             pipeline = _pipeline_of(encoder)
         except OnnxUnavailableError as unsupported:
-            (staging / FAILED_FILE).write_text(f"{unsupported}\n", encoding="utf-8")
-            _move_into_place(staging, folder)
+            record_failure(staging, folder, unsupported)
             raise
         model: Any = encoder.model
         transformer = copy.deepcopy(model[0].auto_model).float().cpu().eval()
         example = model.tokenizer(["an example query", "a second, longer example query"], padding=True)
         arguments = tuple(torch.tensor(example[name], dtype=torch.int64) for name in pipeline.inputs)
-        axes = {name: {0: "batch", 1: "tokens"} for name in [*pipeline.inputs, "last_hidden_state"]}
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation and tracer notices
-            torch.onnx.export(
-                _last_hidden_state_module(transformer, pipeline.inputs),
-                arguments,
-                str(staging / MODEL_FILE),
-                input_names=pipeline.inputs,
-                output_names=["last_hidden_state"],
-                dynamic_axes=axes,
-                opset_version=17,
-                dynamo=False,  # the TorchScript exporter needs no onnxscript and handles BERT-like encoders
-            )
+        module = _last_hidden_state_module(transformer, pipeline.inputs)
+        export_graph(module, arguments, staging / MODEL_FILE, pipeline.inputs, "last_hidden_state")
         (staging / TOKENIZER_FILE).write_text(model.tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
         (staging / PIPELINE_FILE).write_text(json.dumps(asdict(pipeline), indent=2), encoding="utf-8")
-        _move_into_place(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     if int8:
         quantize_int8(folder)
     return folder
-
-
-def _move_into_place(staging: Path, folder: Path) -> None:
-    try:
-        staging.rename(folder)
-    except OSError:  # another process finished first: its folder is as good as ours
-        if not folder.is_dir():
-            raise
 
 
 def _last_hidden_state_module(transformer: Any, inputs: list[str]) -> Any:
@@ -219,30 +195,6 @@ def _last_hidden_state_module(transformer: Any, inputs: list[str]) -> Any:
             return self.transformer(**dict(zip(inputs, tensors, strict=True))).last_hidden_state
 
     return LastHiddenState()
-
-
-def quantize_int8(folder: Path) -> Path:
-    """The int8 variant, written atomically: ONNX Runtime's dynamic quantisation (int8 weights, activations quantised
-    per batch) of the MatMul weights, per output channel. Per-tensor scales moved MiniLM's query vectors to a cosine
-    of 0.95-0.97 with the fp32 ones on short queries; per channel keeps them above 0.99."""
-    target = folder / INT8_FILE
-    if target.is_file():
-        return target
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    staging = folder / f".{INT8_FILE}.{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        quantize_dynamic(
-            str(folder / MODEL_FILE),
-            str(staging),
-            weight_type=QuantType.QInt8,
-            op_types_to_quantize=["MatMul"],
-            per_channel=True,
-        )
-        os.replace(staging, target)
-    finally:
-        staging.unlink(missing_ok=True)
-    return target
 
 
 class OnnxQueryEncoder:
@@ -267,12 +219,11 @@ class OnnxQueryEncoder:
         ONNX Runtime's intra-op pool (default: one per physical core, spin-waiting between calls as ONNX Runtime
         does); a fixed number of threads does not spin, which on a loaded server only burns the cores that the
         concurrent requests need."""
-        if (folder / FAILED_FILE).is_file():
-            raise OnnxUnavailableError((folder / FAILED_FILE).read_text(encoding="utf-8").strip())
+        read_failure(folder)
         if not (folder / MODEL_FILE).is_file():
             raise OnnxUnavailableError(f"no export in {folder}")
         try:
-            import onnxruntime
+            import onnxruntime  # noqa: F401  (open_session needs it: a missing package is said here)
             from tokenizers import Tokenizer
         except ImportError as missing:
             raise OnnxUnavailableError(f"{missing.name} is not installed") from missing
@@ -281,13 +232,7 @@ class OnnxQueryEncoder:
             if pipeline.format != EXPORT_FORMAT:
                 raise ValueError(f"export format {pipeline.format}")
             tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            options = onnxruntime.SessionOptions()
-            options.log_severity_level = 3  # errors only: its notices would print into search results
-            if threads is not None:
-                options.intra_op_num_threads = threads
-                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            model_file = quantize_int8(folder) if int8 else folder / MODEL_FILE
-            session = onnxruntime.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+            session = open_session(folder, int8=int8, threads=threads)
         except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses
             raise OnnxUnavailableError(f"the export in {folder} cannot be read ({corrupt})") from corrupt
         length = served_max_seq_length(

@@ -48,7 +48,7 @@ class QueryEncoder(Protocol):
     def encode_queries(self, queries: Sequence[str], *, batch_size: int = 64) -> np.ndarray: ...
 
 
-_cache: dict[tuple[str, str, int], QueryEncoder] = {}
+_cache: dict[tuple[str, str, int, int], QueryEncoder] = {}
 _lock = threading.Lock()
 
 

@@ -5,10 +5,18 @@ same synthetic pairs. Ferret's cross-encoder starts from the base MiniLM's trans
 ships as a package; MODELS.md) and learns from a few hundred pairs, so its score alone is noisy: it is fused with
 the first stage's score instead of replacing it. Both are min-max normalised over the reranked documents of the
 query and combined ``w·φ(cross) + (1−w)·φ(first)``; documents below the depth keep their first-stage order.
+
+Searches score pairs with ONNX Runtime (``FERRET_RERANKER_RUNTIME``: ``onnx-int8`` by default, ``onnx`` or ``torch``;
+``ferret.core.rerank.onnx_reranker``), the export made when a reranker is trained (``prepare_reranker``). When the
+export is missing, unreadable or impossible, or onnxruntime is not installed, the torch model serves this process and
+one line says why, once per process and reranker; a missing or corrupt export is then written again from the loaded
+torch model, so the next process finds it.
 """
 
 from __future__ import annotations
 
+import logging
+import shutil
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -18,15 +26,30 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from ferret.core.corpus.chunking import passage_text
+from ferret.core.encoder.onnx_export import FAILED_FILE, MODEL_FILE, OnnxUnavailableError, quantize_int8
 from ferret.core.errors import ConflictError
+from ferret.core.rerank.onnx_reranker import OnnxReranker, export_reranker, reranker_onnx_folder
+from ferret.core.settings import FerretSettings, get_settings
+
+logger = logging.getLogger(__name__)
 
 MAX_PAIR_TOKENS = 128
 """Query + passage wordpieces the cross-encoder reads. The cost of a pair grows with it: 128 takes 0.56–0.68 of
 256's CPU time, and on SciFact's test split (H100 scores of the same reranker) it changes the best fused nDCG@10 by
 −0.2 at depth 10 and +0.5 at depth 20 (benchmarks/RESULTS.md, issue 12, third session). Training reads 256."""
 
-_CACHE: dict[str, Reranker] = {}
+_CACHE: dict[tuple[str, str, int], CrossScorer] = {}
 _LOCK = threading.Lock()
+
+
+class CrossScorer(Protocol):
+    """What search needs of a reranker; the torch ``Reranker`` and ``OnnxReranker`` both are one."""
+
+    name: str
+    runtime: str
+    """``torch``, ``onnx`` or ``onnx-int8``: what scores the pairs."""
+
+    def score(self, query: str, passages: Sequence[str], *, batch_size: int = 32) -> np.ndarray: ...
 
 
 class Rerankable(Protocol):
@@ -48,14 +71,14 @@ class Reranker:
 
     def __init__(self, path: str | Path, *, name: str = "", threads: int | None = None) -> None:
         folder = Path(path)
-        if not (folder / "config.json").is_file():
-            raise ConflictError(f"The files of reranker {name or folder.name!r} are missing from {folder}.")
+        _check_files(folder, name)
         import torch
         from sentence_transformers import CrossEncoder
 
         if threads:
             torch.set_num_threads(threads)
         self.name = name or folder.name
+        self.runtime = "torch"
         self.model = CrossEncoder(str(folder), num_labels=1, max_length=MAX_PAIR_TOKENS, device="cpu")
         self.model.model.float().eval()  # weights may travel in fp16; CPU inference runs in fp32
 
@@ -67,14 +90,75 @@ class Reranker:
         return np.asarray(scores, dtype=np.float32).reshape(-1)
 
 
-def load_reranker(path: str | Path, *, name: str = "") -> Reranker:
-    """One loaded reranker per folder and process (the hot path loads nothing twice)."""
-    key = str(path)
+def _check_files(folder: Path, name: str) -> None:
+    if not (folder / "config.json").is_file():
+        raise ConflictError(f"The files of reranker {name or folder.name!r} are missing from {folder}.")
+
+
+def load_reranker(path: str | Path, *, name: str = "", settings: FerretSettings | None = None) -> CrossScorer:
+    """The reranker of a model folder as the settings serve it, loaded once per process (the hot path loads nothing
+    twice). Missing files are a one-sentence ``ConflictError`` naming the reranker, whatever the runtime."""
+    settings = settings or get_settings()
+    _check_files(Path(path), name)
+    key = (str(path), settings.reranker_runtime, settings.reranker_threads)
     with _LOCK:
         found = _CACHE.get(key)
         if found is None:
-            found = _CACHE[key] = Reranker(path, name=name)
+            found = _CACHE[key] = _open_or_fall_back(Path(path), name, settings)
         return found
+
+
+def forget_rerankers() -> None:
+    """Drop the rerankers this process keeps (the next call reads the cache again), as a new process would."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def _open_or_fall_back(path: Path, name: str, settings: FerretSettings) -> CrossScorer:
+    if settings.reranker_runtime == "torch":
+        return Reranker(path, name=name)
+    folder = reranker_onnx_folder(settings, path)
+    int8 = settings.reranker_runtime == "onnx-int8"
+    try:
+        return OnnxReranker.open(
+            folder, max_length=MAX_PAIR_TOKENS, int8=int8, threads=settings.reranker_threads or None, name=name
+        )
+    except OnnxUnavailableError as reason:
+        unsupported = (folder / FAILED_FILE).is_file()  # a permanent state, not worth a warning on every start
+        logger.log(
+            logging.INFO if unsupported else logging.WARNING,
+            "Reranker %s scores with torch: its ONNX export is unusable (%s); it is written again.",
+            name or path.name,
+            reason,
+        )
+        rebuild = folder.is_dir() and not unsupported
+    reranker = Reranker(path, name=name)
+    if rebuild:  # a corrupt export: remove it, so that it is written again below
+        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        export_reranker(reranker, folder, int8=int8)
+    except Exception as error:  # the search is served either way; the reason is kept in the log
+        logger.info("ONNX export of reranker %s failed: %s", path, error)
+    return reranker
+
+
+def prepare_reranker(path: str | Path, settings: FerretSettings) -> None:
+    """Export a reranker to ONNX if the settings use it and it is not there yet (training calls this), so that no
+    search pays the export. A reranker that cannot be exported is logged and left to torch."""
+    if settings.reranker_runtime == "torch":
+        return
+    folder = reranker_onnx_folder(settings, path)
+    int8 = settings.reranker_runtime == "onnx-int8"
+    if (folder / FAILED_FILE).is_file():
+        return
+    try:
+        if (folder / MODEL_FILE).is_file():
+            if int8:
+                quantize_int8(folder)
+            return
+        export_reranker(Reranker(path), folder, int8=int8)
+    except Exception as error:
+        logger.warning("Reranker %s will score with torch: no ONNX export (%s).", path, error)
 
 
 def _minmax(values: np.ndarray) -> np.ndarray:
@@ -89,7 +173,7 @@ def fused_scores(first: np.ndarray, cross: np.ndarray, weight: float) -> np.ndar
     )
 
 
-def rerank(query: str, results: Sequence[R], reranker: Reranker, *, depth: int, weight: float) -> list[R]:
+def rerank(query: str, results: Sequence[R], reranker: CrossScorer, *, depth: int, weight: float) -> list[R]:
     """The first ``depth`` results reordered by the fused score (ties keep first-stage order), then the rest.
 
     Scores stay decreasing down the list (evaluation sorts by them): the reranked ones get 1 + fused score, those

@@ -20,6 +20,7 @@ from ferret.core.db.models import Corpus, GenerationRun, ModelVersion
 from ferret.core.db.synthetic import document_texts, training_pairs
 from ferret.core.encoder.registry import BASE_MODEL_NAME, base_model_path
 from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.rerank.cross_encoder import prepare_reranker
 from ferret.core.rerank.training import (
     MIN_PAIRS,
     RerankerTrainingConfig,
@@ -102,11 +103,13 @@ def train_reranker(
     *,
     progress: Callable[[float], None] = lambda fraction: None,
 ) -> ModelVersion:
-    """Train here (CUDA when present, else CPU) and register; an existing version of that name is reused."""
+    """Train here (CUDA when present, else CPU), export for ONNX Runtime and register; an existing version of that
+    name is reused."""
     if (found := find_model_version(session, name)) is not None:
         return found
     output = settings.models_path / name
     report = train_cross_encoder(groups, base_model_path(settings), output, config, progress=progress)
+    prepare_reranker(output, settings)  # the ONNX export, so that no search pays it
     return register_reranker(session, name, output, training=report)
 
 

@@ -29,21 +29,19 @@ from ferret.core.encoder.registry import BASE_MODEL_NAME
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.rerank.cross_encoder import Reranker, load_reranker
+from ferret.core.rerank.cross_encoder import CrossScorer, load_reranker
 from ferret.core.search.fusion import RRF, Fusion
 from ferret.core.settings import FerretSettings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RERANK_DEPTH = 10
-"""Documents the reranker reads per query by default: the deepest setting whose p50 can meet issue 12's 300 ms on
-2 CPU cores. Per query on the shared cores (benchmarks/rerank_latency.py, CPU-time p50 at load 13–16): fp32 at
-256 wordpieces 1,690 ms at depth 10 and 2,613 at depth 20; 128 wordpieces and ONNX Runtime int8 424 ms at depth 10,
-818 at depth 20; scaled by the near-idle fp32 figure (1.8 s at depth 20) that is ≈ 290 ms at depth 10 and ≈ 560 at
-20. The served ``Reranker`` runs PyTorch fp32 (≈ 780 ms at this depth by the same scaling): the ONNX path is in the
-benchmark only. Quality on SciFact (H100, 300 test queries, 128 wordpieces): the trained reranker's best fused
-weight costs 1.0 nDCG@10 at depth 10 and 1.3 at depth 20 against the first stage alone, so no depth buys quality
-yet (benchmarks/RESULTS.md, issue 12, third session)."""
+"""Documents the reranker reads per query by default: the deepest setting whose p50 meets issue 12's 300 ms on 2 CPU
+cores. Served by ONNX Runtime with int8 weights at 128 wordpieces (``FERRET_RERANKER_RUNTIME``), one query costs
+246 ms p50 at depth 10 and 509 ms at depth 20 on the shared cores at load 4 (torch fp32: 1,078 / 1,425 ms;
+benchmarks/rerank_latency.py). Quality on SciFact (300 test queries, 128 wordpieces): the trained reranker's best
+fused weight costs 1.0 nDCG@10 at depth 10 and 1.3 at depth 20 against the first stage alone, so no depth buys
+quality yet (benchmarks/RESULTS.md, issue 12, third and fourth sessions)."""
 
 _ACTIVE_TTL_S = 2.0
 
@@ -53,7 +51,7 @@ class SearchPlan:
     collection: str
     model_path: str
     fusion: Fusion = RRF
-    reranker: Reranker | None = None
+    reranker: CrossScorer | None = None
     rerank_depth: int = 0
     rerank_weight: float = 0.5
     label: str = "base"

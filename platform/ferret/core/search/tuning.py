@@ -23,7 +23,7 @@ import numpy as np
 
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.index.types import SearchHit, SearchRequest
-from ferret.core.rerank.cross_encoder import Reranker, fused_scores
+from ferret.core.rerank.cross_encoder import CrossScorer, fused_scores
 from ferret.core.search.configuration import SearchPlan
 from ferret.core.search.fusion import RRF, Fusion, fuse
 from ferret.core.search.searcher import Searcher, dedupe_by_document
@@ -181,7 +181,7 @@ def choose_rerank_weight(
     searcher: Searcher,
     corpus_name: str,
     first_stage: SearchPlan,
-    reranker: Reranker,
+    reranker: CrossScorer,
     depth: int,
     evidence: Evidence,
     *,

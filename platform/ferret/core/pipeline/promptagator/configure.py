@@ -98,12 +98,12 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
             )  # fmt: skip
             reranker = train_reranker(session, settings, groups, f"{state.model_name}-reranker", training)
             weight = choose_rerank_weight(
-                searcher, corpus.name, candidate, load_reranker(reranker.path, name=reranker.name),
+                searcher, corpus.name, candidate, load_reranker(reranker.path, name=reranker.name, settings=settings),
                 DEFAULT_RERANK_DEPTH, tuning,
             )  # fmt: skip
             evidence["reranker"] = weight.as_dict()
             candidate = replace(
-                candidate, reranker=load_reranker(reranker.path, name=reranker.name),
+                candidate, reranker=load_reranker(reranker.path, name=reranker.name, settings=settings),
                 rerank_depth=DEFAULT_RERANK_DEPTH, rerank_weight=weight.weight,
             )  # fmt: skip
         except InvalidInputError as error:  # too few kept pairs: no reranker, and the configuration says why
