@@ -12,6 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ferret.api.app import create_app
+from ferret.core.db.engine import session_scope
+from ferret.core.db.models import Job
 
 Auth = Callable[[str], dict[str, str]]
 BATCH: list[dict[str, Any]] = [
@@ -24,9 +26,14 @@ BATCH: list[dict[str, Any]] = [
 
 
 @pytest.fixture(scope="module")
-def job_client(tmp_path_factory: pytest.TempPathFactory, make_installation: Any) -> Iterator[tuple[TestClient, Auth]]:
+def job_installation(tmp_path_factory: pytest.TempPathFactory, make_installation: Any) -> Any:
+    return make_installation(Path(tmp_path_factory.mktemp("push-jobs")))
+
+
+@pytest.fixture(scope="module")
+def job_client(job_installation: Any) -> Iterator[tuple[TestClient, Auth]]:
     """An installation whose synchronous line is 2 documents, so BATCH (20) goes through a job."""
-    installation = make_installation(Path(tmp_path_factory.mktemp("push-jobs")))
+    installation = job_installation
     settings = installation.settings.model_copy(update={"push_sync_max_documents": 2})
 
     def auth(name: str) -> dict[str, str]:
@@ -36,10 +43,10 @@ def job_client(tmp_path_factory: pytest.TempPathFactory, make_installation: Any)
         yield client, auth
 
 
-def wait_for(client: TestClient, auth: Auth, job_url: str) -> dict[str, Any]:
+def wait_for(client: TestClient, auth: Auth, job_url: str, key: str = "admin") -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        job = client.get(job_url, headers=auth("admin")).json()
+        job = client.get(job_url, headers=auth(key)).json()
         if job["state"] in ("succeeded", "failed", "cancelled"):
             return dict(job)
         time.sleep(0.1)
@@ -107,3 +114,31 @@ def test_a_job_push_after_a_synchronous_one_shares_the_servers_shards(job_client
     assert job["state"] == "succeeded", job["error"]
     assert job["result"]["added"] == 5
     assert "n-0" in search_ids(client, auth, "search-public", "Nunatak 0 is a peak rising above an ice sheet")
+
+
+def test_the_pushing_key_watches_its_job_which_shows_the_batch_size_not_the_batch(
+    job_client: tuple[TestClient, Auth], job_installation: Any
+) -> None:
+    """A connector with an ingest key follows the ``job_url`` it was given; the job shows how many documents it
+    holds, not the documents (each poll returned the whole batch, and a job listing every recent batch)."""
+    client, auth = job_client
+    batch = [{"external_id": f"w-{i}", "text": f"Seracs {i} are ice blocks on a glacier."} for i in range(6)]
+    response = client.post("/v1/corpora/live/documents", json={"documents": batch}, headers=auth("ingest-a"))
+    assert response.status_code == 202, response.text
+    job = wait_for(client, auth, response.json()["job_url"], key="ingest-a")
+    assert job["state"] == "succeeded", job["error"]
+    assert job["params"] == {"source": "push", "documents": 6}
+    listed = client.get("/v1/jobs", headers=auth("admin")).json()["jobs"]
+    assert all(not isinstance(row["params"].get("documents"), list) for row in listed if row["kind"] == "push_index")
+
+    with session_scope(job_installation.settings.database_url) as session:
+        other = Job(kind="eval", params={"dataset": "held-out questions"})
+        session.add(other)
+        session.commit()
+        other_id = other.id
+    refused = client.get(f"/v1/jobs/{other_id}", headers=auth("ingest-a"))
+    assert refused.status_code == 403 and "push jobs only" in refused.json()["detail"]
+    assert client.get(f"/v1/jobs/{other_id}", headers=auth("admin")).json()["params"] == {
+        "dataset": "held-out questions"
+    }
+    assert client.get(response.json()["job_url"], headers=auth("search-a")).status_code == 403

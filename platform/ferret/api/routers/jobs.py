@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Path, Query, status
 
-from ferret.api.auth import AdminCaller
+from ferret.api.auth import AdminCaller, IngestCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import JobIn, JobList, JobOut
+from ferret.core.db.api_key import scopes_grant
 from ferret.core.db.job import get_job, list_jobs
-from ferret.core.db.models import Job, JobState
+from ferret.core.db.models import ApiKeyScope, Job, JobState
 from ferret.core.db.task import get_task
+from ferret.core.errors import ForbiddenError
+from ferret.core.jobs.push_jobs import JOB_PUSH_INDEX, shown_params
 from ferret.core.pipeline.promptagator.state import PipelineConfig
 
 router = APIRouter(tags=["jobs"])
@@ -22,7 +25,10 @@ JobId = Path(ge=1, le=2**63 - 1)
 
 
 def job_out(job: Job) -> JobOut:
-    return JobOut.model_validate(job)
+    out = JobOut.model_validate(job)
+    if job.kind == JOB_PUSH_INDEX:  # the pushed batch stays in the row; the API shows its size
+        out.params = shown_params(dict(job.params or {}))
+    return out
 
 
 @router.get("/v1/jobs", response_model=JobList, responses=error_responses(401, 403, 422), summary="List jobs")
@@ -52,8 +58,13 @@ def start(body: JobIn, _caller: AdminCaller, session: SessionDep, state: StateDe
 
 
 @router.get("/v1/jobs/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404), summary="One job")
-def get_one(_caller: AdminCaller, session: SessionDep, job_id: int = JobId) -> JobOut:
-    return job_out(get_job(session, job_id))
+def get_one(caller: IngestCaller, session: SessionDep, job_id: int = JobId) -> JobOut:
+    """Any job for an admin key; a push job (the ``job_url`` of a 202 push) for an ingest key, which can watch the
+    pushes it may make but nothing else."""
+    job = get_job(session, job_id)
+    if job.kind != JOB_PUSH_INDEX and not scopes_grant(caller.scopes, ApiKeyScope.ADMIN):
+        raise ForbiddenError(f"The API key {caller.name!r} may read push jobs only; job {job_id} is a {job.kind} job.")
+    return job_out(job)
 
 
 @router.post(

@@ -103,6 +103,17 @@ def _index_pushed(context: StageContext, payload: Payload) -> Payload:
     return totals
 
 
+def shown_params(params: dict[str, Any]) -> dict[str, Any]:
+    """A push job's parameters as the API shows them: the source and the number of documents, not the documents.
+
+    The batch itself stays in the row for the job (and a redelivery) to read; returned by every ``GET`` on the job,
+    a 100-document batch made each poll of a connector waiting for its push cost about as much CPU as the embedding
+    it waited for (benchmarks/RESULTS.md, issue 16), and a job listing returned every recent batch whole."""
+    documents = params.get("documents")
+    shown = {key: value for key, value in params.items() if key != "documents"}
+    return {**shown, "documents": len(documents) if isinstance(documents, list) else 0}
+
+
 def prepare_push(
     context: LaunchContext, *, corpus: Corpus | str, source: str, documents: list[dict[str, Any]]
 ) -> JobLaunch:
