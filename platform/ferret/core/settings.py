@@ -88,13 +88,13 @@ class FerretSettings(BaseSettings):
         "on the shared 2 cores at load 4 (benchmarks/RESULTS.md, issue 12, fourth session).",
     )
     reranker_threads: int = Field(
-        default=1,
+        default=2,
         ge=0,
         le=256,
-        description="ONNX Runtime threads per reranked query; 0: one per core, spin-waiting. One thread without "
-        "spinning was the fastest for one query's 10 pairs on the shared 2 cores at load 4 (int8: 246 ms p50, two "
-        "threads 268 ms, ONNX Runtime's spinning pool 399 ms), and a server's parallelism comes from its concurrent "
-        "requests, as for the query tower (benchmarks/RESULTS.md, issue 12, fourth session).",
+        description="ONNX Runtime threads per reranked query, without spin-waiting; 0: one per core, spinning. "
+        "A reranked query is one request's latency: on 2 quiet cores two threads score its 10 pairs in 168 ms p50 "
+        "against 282 ms for one (int8), and at load 4 the two were alike (268 and 246 ms); ONNX Runtime's spinning "
+        "pool was the slowest (399 ms at load 4) (benchmarks/RESULTS.md, issue 12, fourth session).",
     )
     onnx_cache: Path | None = Field(
         default=None, description="Folder of the ONNX exports of model versions; default: FERRET_HOME/cache/onnx."
