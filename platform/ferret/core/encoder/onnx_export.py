@@ -11,13 +11,16 @@ not tried again.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 import os
 import shutil
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +105,57 @@ def export_graph(module: Any, arguments: tuple[Any, ...], target: Path, inputs: 
             opset_version=17,
             dynamo=False,  # the TorchScript exporter needs no onnxscript and handles BERT-like encoders
         )
+
+
+def write_export(
+    folder: Path,
+    *,
+    describe: Callable[[], Any],
+    network: Any,
+    tokenizer: Any,
+    example: Any,
+    output: str,
+    pipeline_file: str,
+    int8: bool,
+) -> Path:
+    """Export ``network`` (an fp32 copy on CPU) into ``folder`` with its tokenizer and the pipeline ``describe``
+    returns (a dataclass with ``inputs``; it raises ``OnnxUnavailableError`` for a model that cannot be served,
+    which is recorded in the folder), atomically; an existing export is kept. ``example``: the tokenizer's output for
+    a short batch, traced through the graph; ``output``: the attribute of the network's output that is exported
+    (``last_hidden_state``, ``logits``). With ``int8`` its int8 variant is written too."""
+    import torch
+
+    if not (folder / MODEL_FILE).is_file():
+        read_failure(folder)
+        with staging_folder(folder) as staging:
+            try:
+                pipeline = describe()
+            except OnnxUnavailableError as unsupported:
+                record_failure(staging, folder, unsupported)
+                raise
+            module = _named_output(copy.deepcopy(network).float().cpu().eval(), pipeline.inputs, output)
+            arguments = tuple(torch.tensor(example[name], dtype=torch.int64) for name in pipeline.inputs)
+            export_graph(module, arguments, staging / MODEL_FILE, pipeline.inputs, output)
+            (staging / TOKENIZER_FILE).write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+            (staging / pipeline_file).write_text(json.dumps(asdict(pipeline), indent=2), encoding="utf-8")
+    if int8:
+        quantize_int8(folder)
+    return folder
+
+
+def _named_output(network: Any, inputs: list[str], output: str) -> Any:
+    """The exported module: one named output of ``network`` from the tokenizer's inputs, in their order."""
+    import torch
+
+    class NamedOutput(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.network = network
+
+        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+            return getattr(self.network(**dict(zip(inputs, tensors, strict=True))), output)
+
+    return NamedOutput()
 
 
 def quantize_int8(folder: Path) -> Path:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +36,11 @@ from ferret.core.encoder.onnx_export import (
     MODEL_FILE,
     TOKENIZER_FILE,
     OnnxUnavailableError,
-    export_graph,
     onnx_cache_root,
     open_session,
     quantize_int8,
     read_failure,
-    record_failure,
-    staging_folder,
+    write_export,
 )
 from ferret.core.encoder.onnx_export import model_fingerprint as _fingerprint
 from ferret.core.settings import FerretSettings
@@ -154,47 +152,17 @@ def export_onnx(encoder: DualEncoder, folder: Path, *, int8: bool = False) -> Pa
     Files are written to a temporary sibling folder that is renamed into place, so a reader never sees half an
     export and two processes exporting at once leave one complete folder. Raises ``OnnxUnavailableError`` when the
     model cannot be exported (its reason is kept in ``export-failed.txt``, so it is not tried again)."""
-    import copy
-
-    import torch
-
-    if (folder / MODEL_FILE).is_file():
-        if int8:
-            quantize_int8(folder)
-        return folder
-    read_failure(folder)
-    with staging_folder(folder) as staging:
-        try:
-            pipeline = _pipeline_of(encoder)
-        except OnnxUnavailableError as unsupported:
-            record_failure(staging, folder, unsupported)
-            raise
-        model: Any = encoder.model
-        transformer = copy.deepcopy(model[0].auto_model).float().cpu().eval()
-        example = model.tokenizer(["an example query", "a second, longer example query"], padding=True)
-        arguments = tuple(torch.tensor(example[name], dtype=torch.int64) for name in pipeline.inputs)
-        module = _last_hidden_state_module(transformer, pipeline.inputs)
-        export_graph(module, arguments, staging / MODEL_FILE, pipeline.inputs, "last_hidden_state")
-        (staging / TOKENIZER_FILE).write_text(model.tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
-        (staging / PIPELINE_FILE).write_text(json.dumps(asdict(pipeline), indent=2), encoding="utf-8")
-    if int8:
-        quantize_int8(folder)
-    return folder
-
-
-def _last_hidden_state_module(transformer: Any, inputs: list[str]) -> Any:
-    """The exported module: the transformer's last hidden state from the tokenizer's inputs, in their order."""
-    import torch
-
-    class LastHiddenState(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            return self.transformer(**dict(zip(inputs, tensors, strict=True))).last_hidden_state
-
-    return LastHiddenState()
+    model: Any = encoder.model
+    return write_export(
+        folder,
+        describe=lambda: _pipeline_of(encoder),
+        network=model[0].auto_model,
+        tokenizer=model.tokenizer,
+        example=model.tokenizer(["an example query", "a second, longer example query"], padding=True),
+        output="last_hidden_state",
+        pipeline_file=PIPELINE_FILE,
+        int8=int8,
+    )
 
 
 class OnnxQueryEncoder:

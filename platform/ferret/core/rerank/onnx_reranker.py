@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,14 +33,11 @@ from ferret.core.encoder.onnx_export import (
     MODEL_FILE,
     TOKENIZER_FILE,
     OnnxUnavailableError,
-    export_graph,
     model_fingerprint,
     onnx_cache_root,
     open_session,
-    quantize_int8,
     read_failure,
-    record_failure,
-    staging_folder,
+    write_export,
 )
 from ferret.core.settings import FerretSettings
 
@@ -102,45 +99,17 @@ def export_reranker(reranker: Reranker, folder: Path, *, int8: bool = False) -> 
     """Export the reranker's classifier (fp32, on CPU) with its pipeline and tokenizer into ``folder``, atomically
     (``onnx_export.staging_folder``); its int8 variant too for ``int8``. Raises ``OnnxUnavailableError`` when the
     model cannot be exported (the reason is kept in ``export-failed.txt``, so it is not tried again)."""
-    import copy
-
-    import torch
-
-    if not (folder / MODEL_FILE).is_file():
-        read_failure(folder)
-        with staging_folder(folder) as staging:
-            try:
-                pipeline = _pipeline_of(reranker)
-            except OnnxUnavailableError as unsupported:
-                record_failure(staging, folder, unsupported)
-                raise
-            model: Any = reranker.model
-            classifier = copy.deepcopy(model.model).float().cpu().eval()
-            example = model.tokenizer(["a query", "a second query"], ["a passage", "a longer second passage"],
-                                      padding=True)  # fmt: skip
-            arguments = tuple(torch.tensor(example[name], dtype=torch.int64) for name in pipeline.inputs)
-            export_graph(_logits_module(classifier, pipeline.inputs), arguments, staging / MODEL_FILE,
-                         pipeline.inputs, "logits")  # fmt: skip
-            (staging / TOKENIZER_FILE).write_text(model.tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
-            (staging / PIPELINE_FILE).write_text(json.dumps(asdict(pipeline), indent=2), encoding="utf-8")
-    if int8:
-        quantize_int8(folder)
-    return folder
-
-
-def _logits_module(classifier: Any, inputs: list[str]) -> Any:
-    """The exported module: the classifier's logits from the tokenizer's inputs, in their order."""
-    import torch
-
-    class Logits(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.classifier = classifier
-
-        def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-            return self.classifier(**dict(zip(inputs, tensors, strict=True))).logits
-
-    return Logits()
+    model: Any = reranker.model
+    return write_export(
+        folder,
+        describe=lambda: _pipeline_of(reranker),
+        network=model.model,
+        tokenizer=model.tokenizer,
+        example=model.tokenizer(["a query", "a second query"], ["a passage", "a longer second passage"], padding=True),
+        output="logits",
+        pipeline_file=PIPELINE_FILE,
+        int8=int8,
+    )
 
 
 class OnnxReranker:
