@@ -158,6 +158,30 @@ def _named_output(network: Any, inputs: list[str], output: str) -> Any:
     return NamedOutput()
 
 
+def read_export(
+    folder: Path, *, pipeline_type: Any, pipeline_file: str, export_format: int, int8: bool, threads: int | None
+) -> tuple[Any, Any, Any]:
+    """(pipeline, tokenizer, ONNX Runtime session) of the export in ``folder``; ``OnnxUnavailableError`` if it is
+    missing, failed, unreadable or of another format, or if onnxruntime or tokenizers is not installed."""
+    read_failure(folder)
+    if not (folder / MODEL_FILE).is_file():
+        raise OnnxUnavailableError(f"no export in {folder}")
+    try:
+        import onnxruntime  # noqa: F401  (open_session needs it: a missing package is said here)
+        from tokenizers import Tokenizer
+    except ImportError as missing:
+        raise OnnxUnavailableError(f"{missing.name} is not installed") from missing
+    try:
+        pipeline = pipeline_type(**json.loads((folder / pipeline_file).read_text(encoding="utf-8")))
+        if pipeline.format != export_format:
+            raise ValueError(f"export format {pipeline.format}")
+        tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        session = open_session(folder, int8=int8, threads=threads)
+    except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses
+        raise OnnxUnavailableError(f"the export in {folder} cannot be read ({corrupt})") from corrupt
+    return pipeline, tokenizer, session
+
+
 def quantize_int8(folder: Path) -> Path:
     """The int8 variant, written atomically: ONNX Runtime's dynamic quantisation (int8 weights, activations quantised
     per batch) of the MatMul weights, per output channel. Per-tensor scales moved MiniLM's query vectors to a cosine

@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,12 +33,10 @@ from ferret.core.encoder.onnx_export import (
     FAILED_FILE,
     INT8_FILE,
     MODEL_FILE,
-    TOKENIZER_FILE,
     OnnxUnavailableError,
     onnx_cache_root,
-    open_session,
     quantize_int8,
-    read_failure,
+    read_export,
     write_export,
 )
 from ferret.core.encoder.onnx_export import model_fingerprint as _fingerprint
@@ -187,22 +184,14 @@ class OnnxQueryEncoder:
         ONNX Runtime's intra-op pool (default: one per physical core, spin-waiting between calls as ONNX Runtime
         does); a fixed number of threads does not spin, which on a loaded server only burns the cores that the
         concurrent requests need."""
-        read_failure(folder)
-        if not (folder / MODEL_FILE).is_file():
-            raise OnnxUnavailableError(f"no export in {folder}")
-        try:
-            import onnxruntime  # noqa: F401  (open_session needs it: a missing package is said here)
-            from tokenizers import Tokenizer
-        except ImportError as missing:
-            raise OnnxUnavailableError(f"{missing.name} is not installed") from missing
-        try:
-            pipeline = ExportedPipeline(**json.loads((folder / PIPELINE_FILE).read_text(encoding="utf-8")))
-            if pipeline.format != EXPORT_FORMAT:
-                raise ValueError(f"export format {pipeline.format}")
-            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            session = open_session(folder, int8=int8, threads=threads)
-        except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses
-            raise OnnxUnavailableError(f"the export in {folder} cannot be read ({corrupt})") from corrupt
+        pipeline, tokenizer, session = read_export(
+            folder,
+            pipeline_type=ExportedPipeline,
+            pipeline_file=PIPELINE_FILE,
+            export_format=EXPORT_FORMAT,
+            int8=int8,
+            threads=threads,
+        )
         length = served_max_seq_length(
             pipeline.native_max_seq_length, pipeline.max_position_embeddings, max_passage_tokens
         )

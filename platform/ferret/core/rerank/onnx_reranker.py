@@ -21,7 +21,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +29,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ferret.core.encoder.onnx_export import (
-    MODEL_FILE,
-    TOKENIZER_FILE,
     OnnxUnavailableError,
     model_fingerprint,
     onnx_cache_root,
-    open_session,
-    read_failure,
+    read_export,
     write_export,
 )
 from ferret.core.settings import FerretSettings
@@ -129,22 +125,14 @@ class OnnxReranker:
     ) -> OnnxReranker:
         """Load an export; ``OnnxUnavailableError`` if it is missing, unreadable or of another format. ``threads``
         as in ``onnx_export.open_session``; ``max_length``: query + passage wordpieces read per pair."""
-        read_failure(folder)
-        if not (folder / MODEL_FILE).is_file():
-            raise OnnxUnavailableError(f"no export in {folder}")
-        try:
-            import onnxruntime  # noqa: F401  (open_session needs it: a missing package is said here)
-            from tokenizers import Tokenizer
-        except ImportError as missing:
-            raise OnnxUnavailableError(f"{missing.name} is not installed") from missing
-        try:
-            pipeline = RerankerPipeline(**json.loads((folder / PIPELINE_FILE).read_text(encoding="utf-8")))
-            if pipeline.format != EXPORT_FORMAT:
-                raise ValueError(f"export format {pipeline.format}")
-            tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-            session = open_session(folder, int8=int8, threads=threads)
-        except Exception as corrupt:  # a truncated file, a bad JSON, a graph ONNX Runtime refuses
-            raise OnnxUnavailableError(f"the export in {folder} cannot be read ({corrupt})") from corrupt
+        pipeline, tokenizer, session = read_export(
+            folder,
+            pipeline_type=RerankerPipeline,
+            pipeline_file=PIPELINE_FILE,
+            export_format=EXPORT_FORMAT,
+            int8=int8,
+            threads=threads,
+        )
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length, strategy="longest_first", direction="right")
         tokenizer.enable_padding(pad_id=pipeline.pad_id, pad_token=pipeline.pad_token, pad_type_id=pipeline.pad_type_id)
