@@ -16,6 +16,7 @@ import pytest
 from ferret.core.demo import DEMO_DATASET
 from ferret.core.encoder import query_encoder as query_encoders
 from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret.core.encoder.onnx_export import length_buckets
 from ferret.core.encoder.onnx_query_encoder import (
     FAILED_FILE,
     MODEL_FILE,
@@ -188,3 +189,17 @@ def test_the_served_tower_runs_the_configured_threads_without_spinning(fresh_cac
     assert pooled._session.get_session_options().intra_op_num_threads == 0  # ONNX Runtime's default: one per core
     questions = demo_rows("queries.jsonl", 8)
     np.testing.assert_allclose(served.encode_queries(questions), pooled.encode_queries(questions), atol=1e-5)
+
+
+def test_length_buckets_cover_every_row_once_with_little_padding() -> None:
+    lengths = [40, 9, 10, 11, 200, 12, 9, 41, 3, 12, 12, 12]
+
+    batches = length_buckets(lengths, max_batch=3)
+
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert all(1 <= len(batch) <= 3 for batch in batches)
+    for batch in batches:
+        shortest, longest = min(lengths[i] for i in batch), max(lengths[i] for i in batch)
+        assert longest <= shortest * 1.15 + 1, batch
+    assert [lengths[batch[0]] for batch in batches] == sorted(lengths[batch[0]] for batch in batches)
+    assert length_buckets([], max_batch=8) == []

@@ -35,6 +35,7 @@ from ferret.core.encoder.onnx_export import (
     MODEL_FILE,
     OnnxUnavailableError,
     onnx_cache_root,
+    padded_batches,
     quantize_int8,
     read_export,
     write_export,
@@ -211,20 +212,11 @@ class OnnxQueryEncoder:
         with self._calls_lock:
             self.calls += 1
         vectors = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        # Longest first, as sentence-transformers batches, so each batch pads little.
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            vectors[rows] = self._encode_batch([texts[i] for i in rows])
+        for rows, features in padded_batches(self._tokenizer, texts, batch_size):
+            vectors[rows] = self._encode_rows(features)
         return vectors
 
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(texts)
-        features = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-        }
+    def _encode_rows(self, features: dict[str, np.ndarray]) -> np.ndarray:
         (hidden,) = self._session.run(["last_hidden_state"], {name: features[name] for name in self.pipeline.inputs})
         mask = features["attention_mask"].astype(np.float32)
         if not self.pipeline.include_prompt and self.pipeline.prompt_length:

@@ -32,6 +32,7 @@ from ferret.core.encoder.onnx_export import (
     OnnxUnavailableError,
     model_fingerprint,
     onnx_cache_root,
+    padded_batches,
     read_export,
     write_export,
 )
@@ -140,18 +141,11 @@ class OnnxReranker:
 
     def score(self, query: str, passages: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
         scores = np.zeros(len(passages), dtype=np.float32)
-        for start in range(0, len(passages), batch_size):
-            part = passages[start : start + batch_size]
-            scores[start : start + len(part)] = self._score_batch([(query, passage) for passage in part])
+        for rows, features in padded_batches(self._tokenizer, [(query, passage) for passage in passages], batch_size):
+            scores[rows] = self._score_rows(features)
         return scores
 
-    def _score_batch(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        encodings = self._tokenizer.encode_batch(pairs)
-        features = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-        }
+    def _score_rows(self, features: dict[str, np.ndarray]) -> np.ndarray:
         (logits,) = self._session.run(["logits"], {name: features[name] for name in self.pipeline.inputs})
         values = np.asarray(logits, dtype=np.float64).reshape(-1)
         if self.pipeline.activation == "sigmoid":
