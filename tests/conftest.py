@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,19 @@ def shared_onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path
         os.environ.pop("FERRET_ONNX_CACHE", None)
     else:
         os.environ["FERRET_ONNX_CACHE"] = previous
+
+
+@pytest.fixture(autouse=True)
+def drop_index_files(tmp_path: Path) -> Iterator[None]:
+    """Remove a test's embedded Qdrant folders when it ends, after every other fixture of the test has stopped.
+
+    Each Qdrant Edge collection preallocates about 200 MB (WAL segments, mmap pages), however few its points: a full
+    run left 20 GB under /tmp and filled the CI disk. The test's other files stay for reading after a failure.
+    (pytest's ``tmp_path_retention_policy = "failed"`` is no answer: it frees a passed test's folder name for the next
+    test, and caches keyed by path, such as the SQLAlchemy engines, then open the previous test's database.)"""
+    yield
+    for folder in [*tmp_path.glob("qdrant"), *tmp_path.glob("*/qdrant"), *tmp_path.glob("*/*/qdrant")]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
