@@ -182,6 +182,14 @@ def read_export(
     return pipeline, tokenizer, session
 
 
+def set_tokenizer_lengths(tokenizer: Any, pipeline: Any, max_length: int) -> None:
+    """Truncate at ``max_length`` wordpieces (longest input first, from the right) and pad on the right with the
+    pipeline's pad token, as the exported model's Hugging Face tokenizer did."""
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length, strategy="longest_first", direction="right")
+    tokenizer.enable_padding(pad_id=pipeline.pad_id, pad_token=pipeline.pad_token, pad_type_id=pipeline.pad_type_id)
+
+
 def length_buckets(lengths: Sequence[int], max_batch: int, *, slack: float = 0.15) -> list[list[int]]:
     """The indices of ``lengths`` (token counts) in batches of at most ``max_batch`` whose longest is within
     ``slack`` (plus one token) of their shortest, shortest first: padding a batch to its longest row is wasted work,

@@ -38,6 +38,7 @@ from ferret.core.encoder.onnx_export import (
     padded_batches,
     quantize_int8,
     read_export,
+    set_tokenizer_lengths,
     write_export,
 )
 from ferret.core.encoder.onnx_export import model_fingerprint as _fingerprint
@@ -196,9 +197,7 @@ class OnnxQueryEncoder:
         length = served_max_seq_length(
             pipeline.native_max_seq_length, pipeline.max_position_embeddings, max_passage_tokens
         )
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=length, strategy="longest_first", direction="right")
-        tokenizer.enable_padding(pad_id=pipeline.pad_id, pad_token=pipeline.pad_token, pad_type_id=pipeline.pad_type_id)
+        set_tokenizer_lengths(tokenizer, pipeline, length)
         return cls(session, tokenizer, pipeline, length)
 
     @property

@@ -34,6 +34,7 @@ from ferret.core.encoder.onnx_export import (
     onnx_cache_root,
     padded_batches,
     read_export,
+    set_tokenizer_lengths,
     write_export,
 )
 from ferret.core.settings import FerretSettings
@@ -134,9 +135,7 @@ class OnnxReranker:
             int8=int8,
             threads=threads,
         )
-        tokenizer.no_padding()
-        tokenizer.enable_truncation(max_length=max_length, strategy="longest_first", direction="right")
-        tokenizer.enable_padding(pad_id=pipeline.pad_id, pad_token=pipeline.pad_token, pad_type_id=pipeline.pad_type_id)
+        set_tokenizer_lengths(tokenizer, pipeline, max_length)
         return cls(session, tokenizer, pipeline, name=name or folder.name, runtime="onnx-int8" if int8 else "onnx")
 
     def score(self, query: str, passages: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
