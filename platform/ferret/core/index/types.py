@@ -161,7 +161,7 @@ def ids_needing_payload(hits: list[list[SearchHit]], requests: Sequence[SearchRe
     return list(dict.fromkeys(ids))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SearchHit:
     id: str
     score: float

@@ -101,22 +101,27 @@ def convex_fuse(
     return sorted(fused, key=lambda hit: (-hit.score, hit.id))
 
 
-def rrf_fuse(dense: Sequence[SearchHit], sparse: Sequence[SearchHit], *, k: int = 60) -> list[SearchHit]:
+def rrf_fuse(
+    dense: Sequence[SearchHit], sparse: Sequence[SearchHit], *, k: int = 60, limit: int | None = None
+) -> list[SearchHit]:
     """Reciprocal rank fusion (Cormack et al. 2009): Σ 1/(k + rank); ties by point id. Rank counts from 0, as
-    Qdrant's RRF does, so hybrid scores read as they did when Qdrant fused them (the best possible is 2/k)."""
+    Qdrant's RRF does, so hybrid scores read as they did when Qdrant fused them (the best possible is 2/k).
+
+    With ``limit``, only the best ``limit`` become hits: a search keeps 10 of about 200 candidates, and building
+    them all was 8% of the API server's samples holding the GIL at 32 clients (benchmarks/RESULTS.md, issue 16)."""
     scores: dict[str, float] = {}
     payloads: dict[str, dict[str, Any]] = {}
     for hits in (dense, sparse):
         for rank, hit in enumerate(hits):
             scores[hit.id] = scores.get(hit.id, 0.0) + 1.0 / (k + rank)
             payloads.setdefault(hit.id, hit.payload)
-    fused = [SearchHit(point, score, payloads[point]) for point, score in scores.items()]
-    return sorted(fused, key=lambda hit: (-hit.score, hit.id))
+    ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+    return [SearchHit(point, score, payloads[point]) for point, score in ranked[:limit]]
 
 
 def fuse(
     dense: Sequence[SearchHit], sparse: Sequence[SearchHit], fusion: Fusion, *, limit: int, rrf_k: int = 60
 ) -> list[SearchHit]:
     if fusion.method == "rrf":
-        return rrf_fuse(dense, sparse, k=rrf_k)[:limit]
+        return rrf_fuse(dense, sparse, k=rrf_k, limit=limit)
     return convex_fuse(dense, sparse, weight=fusion.weight, normalisation=fusion.normalisation)[:limit]
