@@ -3,8 +3,9 @@
 Usage:
     python benchmarks/api_speed.py --dataset ../shared/datasets/scifact --dataset ../shared/datasets/nfcorpus \
         --dataset ../shared/datasets/squad-v1.1-dev [--passages 100000] [--queries 300] [--push-docs 2000] \
-        [--push-batch 100] [--client wrk|threads] [--seconds 20] [--query-encoder torch|onnx|onnx-int8] \
-        [--cache benchmarks/out] [--home DIR] [--json benchmarks/out/api-speed.json]
+        [--push-batch 100] [--push-poll-ms 0] [--client wrk|threads] [--seconds 20] \
+        [--query-encoder torch|onnx|onnx-int8] [--cache benchmarks/out] [--home DIR] \
+        [--json benchmarks/out/api-speed.json]
     python benchmarks/api_speed.py ... --passages 5000 --queries 100 --push-docs 300    # smoke run
     # the issue-16 search table, reusing the index kept in DIR by a first run with the same --home:
     python benchmarks/api_speed.py --passages 100000 --push-docs 0 --home /tmp/ferret-api-100k
@@ -377,6 +378,12 @@ def main() -> None:
     parser.add_argument("--mode", choices=("dense", "sparse", "hybrid"), default="hybrid")
     parser.add_argument("--push-docs", type=int, default=2000)
     parser.add_argument("--push-batch", type=int, default=100)
+    parser.add_argument(
+        "--push-poll-ms",
+        type=float,
+        default=0,
+        help="poll each push job every N ms instead of one GET ?wait= (0), as a client that polls would",
+    )
     parser.add_argument("--cache", type=Path, default=Path(__file__).resolve().parent / "out")
     parser.add_argument("--home", type=Path, default=None, help="FERRET_HOME of the run; default: a temporary folder")
     parser.add_argument("--json", type=Path, default=None)
@@ -428,7 +435,14 @@ def main() -> None:
                 print_search_table(result)  # before the push part, so its figures survive a failed push
             if args.push_docs:
                 result["push"] = push_throughput(
-                    base, key, home, push_corpus, datasets, args.push_docs, args.push_batch
+                    base,
+                    key,
+                    home,
+                    push_corpus,
+                    datasets,
+                    args.push_docs,
+                    args.push_batch,
+                    poll_s=args.push_poll_ms / 1000 or None,
                 )
         finally:
             server.terminate()

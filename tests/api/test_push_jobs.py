@@ -142,3 +142,41 @@ def test_the_pushing_key_watches_its_job_which_shows_the_batch_size_not_the_batc
         "dataset": "held-out questions"
     }
     assert client.get(response.json()["job_url"], headers=auth("search-a")).status_code == 403
+
+
+def test_a_job_read_with_wait_answers_when_the_job_ends(job_client: tuple[TestClient, Auth]) -> None:
+    """``?wait=`` holds the request until the job ends: one request instead of polling, and the job it returns has
+    ended, so the push is searchable. A job that has ended answers at once; a wait out of range is a 422."""
+    client, auth = job_client
+    batch = [{"external_id": f"m-{i}", "text": f"Meltwater channel {i} cuts under the glacier."} for i in range(8)]
+    response = client.post("/v1/corpora/live/documents", json={"documents": batch}, headers=auth("ingest-a"))
+    assert response.status_code == 202, response.text
+    job_url = response.json()["job_url"]
+    job = client.get(f"{job_url}?wait=60", headers=auth("ingest-a")).json()
+    assert job["state"] == "succeeded", job
+    assert job["result"]["added"] == 8
+    assert "m-3" in search_ids(client, auth, "search-a", "meltwater channel under the glacier")
+
+    started = time.monotonic()
+    assert client.get(f"{job_url}?wait=30", headers=auth("ingest-a")).json()["state"] == "succeeded"
+    assert time.monotonic() - started < 5  # an ended job does not wait
+    for bad in ("61", "-1", "soon"):
+        refused = client.get(f"{job_url}?wait={bad}", headers=auth("ingest-a"))
+        assert refused.status_code == 422, (bad, refused.text)
+    assert client.get(f"{job_url}?wait=1", headers=auth("search-a")).status_code == 403
+
+
+def test_a_wait_on_a_job_that_does_not_end_answers_when_the_time_is_up(
+    job_client: tuple[TestClient, Auth], job_installation: Any
+) -> None:
+    client, auth = job_client
+    with session_scope(job_installation.settings.database_url) as session:
+        stuck = Job(kind="push_index", params={"source": "push", "documents": []})
+        session.add(stuck)
+        session.commit()
+        stuck_id = stuck.id
+    started = time.monotonic()
+    job = client.get(f"/v1/jobs/{stuck_id}?wait=1.5", headers=auth("ingest-a")).json()
+    assert job["state"] == "queued"
+    assert 1.4 <= time.monotonic() - started < 10
+

@@ -60,6 +60,14 @@ def test_rrf_is_reciprocal_rank_with_ties_by_point_id() -> None:
     assert [h.id for h in fuse(hits(("x", 1.0)), hits(("y", 1.0)), Fusion(), limit=1)] == ["x"]
 
 
+def test_rrf_with_a_limit_keeps_the_head_of_the_full_fusion() -> None:
+    dense = hits(*((f"d{i:02d}", 50.0 - i) for i in range(30)), *((f"s{i:02d}", 10.0 - i) for i in range(0, 30, 3)))
+    sparse = hits(*((f"s{i:02d}", 40.0 - i) for i in range(30)), ("d05", 1.0), ("d00", 0.5))
+    full = rrf_fuse(dense, sparse, k=60)
+    assert rrf_fuse(dense, sparse, k=60, limit=7) == full[:7]
+    assert len(full) == 60
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [

@@ -6,9 +6,13 @@ thread in this process in embedded mode).
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path, Query, status
+import asyncio
+import time
 
-from ferret.api.auth import AdminCaller, IngestCaller
+from fastapi import APIRouter, Path, Query, status
+from fastapi.concurrency import run_in_threadpool
+
+from ferret.api.auth import AdminCaller, Caller, IngestCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import JobIn, JobList, JobOut
@@ -19,9 +23,14 @@ from ferret.core.db.task import get_task
 from ferret.core.errors import ForbiddenError
 from ferret.core.jobs.push_jobs import JOB_PUSH_INDEX, shown_params
 from ferret.core.pipeline.promptagator.state import PipelineConfig
+from ferret.runtime.context import Runtime
 
 router = APIRouter(tags=["jobs"])
 JobId = Path(ge=1, le=2**63 - 1)
+MAX_JOB_WAIT_S = 60.0
+"""The longest ``GET /v1/jobs/{id}?wait=`` holds a request: below the usual proxy read timeouts (nginx: 60 s)."""
+JOB_WAIT_CHECK_S = 0.25
+ENDED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
 def job_out(job: Job) -> JobOut:
@@ -57,14 +66,45 @@ def start(body: JobIn, _caller: AdminCaller, session: SessionDep, state: StateDe
     return job_out(job)
 
 
-@router.get("/v1/jobs/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404), summary="One job")
-def get_one(caller: IngestCaller, session: SessionDep, job_id: int = JobId) -> JobOut:
+@router.get(
+    "/v1/jobs/{job_id}", response_model=JobOut, responses=error_responses(401, 403, 404, 422), summary="One job"
+)
+async def get_one(
+    caller: IngestCaller,
+    state: StateDep,
+    job_id: int = JobId,
+    wait: float = Query(
+        default=0,
+        ge=0,
+        le=MAX_JOB_WAIT_S,
+        description="Seconds to wait for the job to end (succeeded, failed or cancelled) before answering; "
+        "0 answers at once.",
+    ),
+) -> JobOut:
     """Any job for an admin key; a push job (the ``job_url`` of a 202 push) for an ingest key, which can watch the
-    pushes it may make but nothing else."""
-    job = get_job(session, job_id)
-    if job.kind != JOB_PUSH_INDEX and not scopes_grant(caller.scopes, ApiKeyScope.ADMIN):
-        raise ForbiddenError(f"The API key {caller.name!r} may read push jobs only; job {job_id} is a {job.kind} job.")
-    return job_out(job)
+    pushes it may make but nothing else.
+
+    With ``wait``, the answer comes when the job ends or the time is up, whichever is first: a connector waiting
+    for its push to become searchable makes one request instead of polling. Polls are not free: each costs the
+    server about 5 ms of CPU, and 20 a second took that from the embedding they waited for (benchmarks/RESULTS.md,
+    issue 16). The job is read again every ``JOB_WAIT_CHECK_S`` seconds, off the event loop."""
+    deadline = time.monotonic() + wait
+    while True:
+        job = await run_in_threadpool(_read_job, state, caller, job_id)
+        left = deadline - time.monotonic()
+        if job.state in ENDED_STATES or left <= 0:
+            return job
+        await asyncio.sleep(min(JOB_WAIT_CHECK_S, left))
+
+
+def _read_job(state: Runtime, caller: Caller, job_id: int) -> JobOut:
+    with state.sessions() as session:
+        job = get_job(session, job_id)
+        if job.kind != JOB_PUSH_INDEX and not scopes_grant(caller.scopes, ApiKeyScope.ADMIN):
+            raise ForbiddenError(
+                f"The API key {caller.name!r} may read push jobs only; job {job_id} is a {job.kind} job."
+            )
+        return job_out(job)
 
 
 @router.post(
