@@ -179,4 +179,3 @@ def test_a_wait_on_a_job_that_does_not_end_answers_when_the_time_is_up(
     job = client.get(f"/v1/jobs/{stuck_id}?wait=1.5", headers=auth("ingest-a")).json()
     assert job["state"] == "queued"
     assert 1.4 <= time.monotonic() - started < 10
-
