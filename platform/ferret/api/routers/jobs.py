@@ -17,7 +17,7 @@ from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
 from ferret.api.schemas import JobIn, JobList, JobOut
 from ferret.core.db.api_key import scopes_grant
-from ferret.core.db.job import get_job, list_jobs
+from ferret.core.db.job import FINISHED_STATES, get_job, list_jobs
 from ferret.core.db.models import ApiKeyScope, Job, JobState
 from ferret.core.db.task import get_task
 from ferret.core.errors import ForbiddenError
@@ -30,7 +30,6 @@ JobId = Path(ge=1, le=2**63 - 1)
 MAX_JOB_WAIT_S = 60.0
 """The longest ``GET /v1/jobs/{id}?wait=`` holds a request: below the usual proxy read timeouts (nginx: 60 s)."""
 JOB_WAIT_CHECK_S = 0.25
-ENDED_STATES = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
 
 
 def job_out(job: Job) -> JobOut:
@@ -92,7 +91,7 @@ async def get_one(
     while True:
         job = await run_in_threadpool(_read_job, state, caller, job_id)
         left = deadline - time.monotonic()
-        if job.state in ENDED_STATES or left <= 0:
+        if job.state in FINISHED_STATES or left <= 0:
             return job
         await asyncio.sleep(min(JOB_WAIT_CHECK_S, left))
 
