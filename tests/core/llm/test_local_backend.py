@@ -9,7 +9,7 @@ import pytest
 
 from ferret.core.llm.base import LLMError
 from ferret.core.llm.local_backend import LocalTransformersBackend, converted_folder, load_generator, save_converted
-from ferret.core.llm.prefix_cache_sampler import common_prefix_length
+from ferret.core.llm.prefix_cache_sampler import PreallocatedLayer, common_prefix_length
 
 DOCUMENTS = [
     "Honey never spoils because its low moisture and high acidity stop bacteria from growing.",
@@ -162,3 +162,29 @@ def test_a_replaced_gguf_gets_a_new_converted_copy(tmp_path: Path) -> None:
     first = converted_folder(gguf, tmp_path / "cache")
     gguf.write_bytes(b"GGUF two, longer")
     assert converted_folder(gguf, tmp_path / "cache") != first
+
+
+def test_a_preallocated_cache_layer_holds_what_the_dynamic_one_holds() -> None:
+    """Tokens written in place (past the planned room too), rows selected and repeated: the same keys and values."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    torch.manual_seed(0)
+    keys, values = torch.randn(3, 2, 5, 4), torch.randn(3, 2, 5, 4)
+    dynamic = DynamicLayer()
+    dynamic.update(keys, values)
+    preallocated = PreallocatedLayer(keys, values, extra_tokens=2)
+
+    for step in range(4):  # the third and fourth tokens grow the buffers
+        key, value = torch.randn(3, 2, 1, 4), torch.randn(3, 2, 1, 4)
+        expected = dynamic.update(key, value)
+        got = preallocated.update(key, value)
+        assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True)), step
+    for layer in (dynamic, preallocated):
+        layer.batch_select_indices(torch.tensor([0, 2]))
+        layer.batch_repeat_interleave(2)
+    key, value = torch.randn(4, 2, 1, 4), torch.randn(4, 2, 1, 4)
+    expected, got = dynamic.update(key, value), preallocated.update(key, value)
+    assert got[0].shape == (4, 2, 10, 4)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    assert preallocated.get_seq_length() == dynamic.get_seq_length() == 10
