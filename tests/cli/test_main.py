@@ -219,6 +219,24 @@ def test_eval_prints_the_table_and_writes_json(
     assert len([line for line in jobs.stdout.splitlines() if " eval " in f" {line} " and "succeeded" in line]) == 2
 
 
+def test_eval_reads_a_dataset_already_ingested_under_another_source_name(
+    ferret_home: Path, encoder: DualEncoder, tiny_beir: Path, run_main: RunMain
+) -> None:
+    """The quickstart ingests its demo as source ``demo`` and then evaluates it in the same corpus: the evaluation
+    used to ingest the same files again as source ``beir``, and every search showed each document twice."""
+    assert run_main("ingest", "-c", "b", "--beir", str(tiny_beir), "--source", "mine").code == 0
+
+    outcome = run_main("eval", "--dataset", str(tiny_beir), "--corpus", "b")
+
+    assert outcome.code == 0, outcome.out
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        counts = connection.execute(
+            "SELECT source, COUNT(*), COUNT(DISTINCT external_id) FROM documents GROUP BY source"
+        ).fetchall()
+    lines = (tiny_beir / "corpus.jsonl").read_text().splitlines()
+    assert counts == [("mine", len(lines), len(lines))]
+
+
 @pytest.mark.parametrize("command", ["eval", "ingest"])
 def test_a_bad_beir_line_names_the_file_and_line(
     ferret_home: Path, tiny_beir: Path, run_main: RunMain, command: str
@@ -298,3 +316,6 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     with sqlite3.connect(home / "ferret.db") as connection:  # each long step a job row (issue 11, item 10)
         jobs = connection.execute("SELECT kind, state FROM jobs ORDER BY id").fetchall()
     assert jobs == [("ingest", "succeeded"), ("index_build", "succeeded"), ("eval", "succeeded")]
+    with sqlite3.connect(home / "ferret.db") as connection:  # the evaluation reads the demo it did not ingest again
+        documents = connection.execute("SELECT COUNT(*), COUNT(DISTINCT external_id) FROM documents").fetchone()
+    assert documents == (288, 288)

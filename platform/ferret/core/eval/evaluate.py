@@ -21,6 +21,7 @@ from ferret.core.corpus.ingest import Ingestor
 from ferret.core.db.corpus import get_or_create_corpus
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion
+from ferret.core.db.source import list_sources
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
 from ferret.core.eval.metrics import evaluate_run
@@ -73,6 +74,17 @@ def ensure_index(
     return index_version
 
 
+def dataset_source_name(session: Session, corpus: Corpus, dataset: Path) -> str:
+    """The name of the corpus's source that already reads the folder ``dataset`` (the quickstart's ``demo``), else
+    ``beir``: the same files under a second source name would be ingested a second time, and every search of the
+    corpus would show each document twice."""
+    for source in list_sources(session, corpus):
+        path = (source.config or {}).get("path")
+        if source.kind == "beir" and path is not None and Path(path).resolve() == dataset.resolve():
+            return source.name
+    return "beir"
+
+
 def evaluate_dataset(
     session: Session,
     settings: FerretSettings,
@@ -106,7 +118,7 @@ def evaluate_dataset(
         passage_overlap_tokens=settings.passage_overlap_tokens,
     )
     status(f"ingesting {dataset} into corpus {corpus.name}")
-    source = connectors("beir", path=str(dataset), name="beir")
+    source = connectors("beir", path=str(dataset), name=dataset_source_name(session, corpus, dataset))
     if not isinstance(source, LoadConnector):
         raise TypeError("the beir connector must be a LoadConnector")
     Ingestor(session, settings, backend, corpus).run(source)
