@@ -71,8 +71,11 @@ def raw_encode(home: Path, corpus: str) -> dict[str, Any]:
 def wait_for_job(client: httpx.Client, job_url: str, poll_s: float | None = None) -> dict[str, Any]:
     """The job once it has ended: by ``GET ...?wait=`` (one request, answered when the job ends), or, with
     ``poll_s``, by polling as a client of the API before ``wait`` existed did (each poll costs the server CPU)."""
+    from ferret.core.db.job import FINISHED_STATES
+
+    ended = {state.value for state in FINISHED_STATES}
     url = job_url if poll_s is not None else f"{job_url}?wait=60"
-    while (job := client.get(url).raise_for_status().json())["state"] not in ("succeeded", "failed", "cancelled"):
+    while (job := client.get(url).raise_for_status().json())["state"] not in ended:
         if poll_s is not None:
             time.sleep(poll_s)
     if job["state"] != "succeeded":

@@ -66,9 +66,11 @@ class PreallocatedLayer(DynamicLayer):
         self._value_buffer = _buffer(values, self._length + max(1, extra_tokens))
         self._views()
 
-    def _views(self) -> None:
-        self.keys = self._key_buffer[..., : self._length, :]
-        self.values = self._value_buffer[..., : self._length, :]
+    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Points ``keys`` and ``values`` at the filled part of the buffers, and returns them."""
+        keys, values = self._key_buffer[..., : self._length, :], self._value_buffer[..., : self._length, :]
+        self.keys, self.values = keys, values
+        return keys, values
 
     def update(
         self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
@@ -80,8 +82,7 @@ class PreallocatedLayer(DynamicLayer):
         self._key_buffer[..., self._length : end, :] = key_states
         self._value_buffer[..., self._length : end, :] = value_states
         self._length = end
-        self._views()
-        return self._key_buffer[..., :end, :], self._value_buffer[..., :end, :]
+        return self._views()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         self._key_buffer, self._value_buffer = self._key_buffer[indices, ...], self._value_buffer[indices, ...]
