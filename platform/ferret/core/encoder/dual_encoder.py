@@ -8,7 +8,9 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,46 @@ from ferret.core.errors import InvalidInputError
 
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+PASSAGE_MEMO_SIZE = 20_000
+"""Passages whose vectors an encoder keeps (about 30 MB at 384 dimensions): see :class:`PassageMemo`."""
+
+
+class PassageMemo:
+    """The vectors of the passages an encoder embedded last, by a digest of their text (least recently used out).
+
+    Why: the steps of one job, and the jobs of one process, embed the same passages with the same model again: the
+    pipeline's guard ranks a sample of the corpus with the candidate and the reference model, then the index stage (or
+    the quickstart's evaluation) embeds the whole corpus with the candidate, and the reference's vectors are those its
+    index build computed. Each repeat cost ~10 s per 300 demo passages on 2 CPU cores (benchmarks/RESULTS.md)."""
+
+    def __init__(self, capacity: int = PASSAGE_MEMO_SIZE) -> None:
+        self.capacity = capacity
+        self._vectors: OrderedDict[bytes, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._vectors)
+
+    @staticmethod
+    def key(text: str) -> bytes:
+        return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+    def lookup(self, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        with self._lock:
+            found = {key: self._vectors[key] for key in keys if key in self._vectors}
+            for key in found:
+                self._vectors.move_to_end(key)
+        return found
+
+    def store(self, vectors: dict[bytes, np.ndarray]) -> None:
+        with self._lock:
+            for key, vector in vectors.items():
+                self._vectors[key] = vector
+                self._vectors.move_to_end(key)
+            while len(self._vectors) > self.capacity:
+                self._vectors.popitem(last=False)
 
 
 class DualEncoder:
@@ -40,6 +82,7 @@ class DualEncoder:
         self._lock = threading.Lock()  # one forward pass at a time: torch on CPU is already multi-threaded
         self.calls = 0
         """``encode`` calls so far: how a test or a benchmark sees that concurrent queries were batched."""
+        self.passage_memo = PassageMemo()
 
     @classmethod
     def load(cls, path: str | Path, *, device: str | None = None, max_seq_length: int | None = None) -> DualEncoder:
@@ -94,4 +137,16 @@ class DualEncoder:
         return self.encode(queries, batch_size=batch_size)
 
     def encode_passages(self, passages: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        return self.encode(passages, batch_size=batch_size)
+        """Passage vectors in input order; passages this encoder embedded lately come from its memo, and only the
+        others (each once) are encoded."""
+        if not passages:
+            return self.encode(passages)
+        keys = [PassageMemo.key(text) for text in passages]
+        vectors = self.passage_memo.lookup(keys)
+        missing = {key: text for key, text in zip(keys, passages, strict=True) if key not in vectors}
+        if missing:
+            encoded = self.encode(list(missing.values()), batch_size=batch_size)
+            fresh = {key: vector.copy() for key, vector in zip(missing, encoded, strict=True)}
+            self.passage_memo.store(fresh)
+            vectors.update(fresh)
+        return np.stack([vectors[key] for key in keys])
