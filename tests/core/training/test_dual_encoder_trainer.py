@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -80,6 +81,8 @@ def test_training_learns_the_pairs_and_saves_a_loadable_model(
     tuned = DualEncoder.load(output, device="cpu")
     assert accuracy(tuned) > before
     assert steps and steps[-1] == 1.0
+    # Trained without attention dropout (the default: on CPU it forces the unfused attention path).
+    assert json.loads((output / "config.json").read_text())["attention_probs_dropout_prob"] == 0.0
 
 
 @pytest.mark.slow
@@ -87,9 +90,11 @@ def test_full_base_weight_gives_back_the_base_model(tmp_path: Path) -> None:
     base = DualEncoder.load(base_model_path(), device="cpu")
     config = DualEncoderTrainingConfig(
         base_model=str(base_model_path()), output_dir=str(tmp_path / "averaged"), learning_rate=2e-4,
-        batch_size=8, max_steps=4, device="cpu", base_weight=1.0,
+        batch_size=8, max_steps=4, device="cpu", base_weight=1.0, attention_dropout=None,
     )  # fmt: skip
-    averaged = DualEncoder.load(train_dual_encoder(config, *pairs()), device="cpu")
+    output = train_dual_encoder(config, *pairs())
+    averaged = DualEncoder.load(output, device="cpu")
+    assert json.loads((output / "config.json").read_text())["attention_probs_dropout_prob"] == 0.1  # the base's
     texts = [passage for _, passage in TOPICS]
     np.testing.assert_allclose(averaged.encode(texts), base.encode(texts), atol=1e-5)
 

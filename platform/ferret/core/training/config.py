@@ -37,6 +37,11 @@ class DualEncoderTrainingConfig:
     hard_negatives: Literal["none", "bm25", "residual"] = "none"
     cropping_warmup_steps: int = 0
     """Steps of label-free warm-up on independent-cropping pairs of the corpus (Contriever) before the pairs."""
+    attention_dropout: float | None = 0.0
+    """Dropout on the attention probabilities while training; None keeps the base model's (0.1 for MiniLM). Off by
+    default: on CPU, PyTorch's fused attention kernels take no dropout, so it forces the unfused path that builds
+    every attention matrix, and a training step took 1.4 times as long (benchmarks/RESULTS.md). Hidden-state
+    dropout stays on."""
     device: str | None = None
 
     def to_json(self) -> dict[str, Any]:

@@ -44,6 +44,13 @@ def _precision_flags(config: DualEncoderTrainingConfig, device: str) -> dict[str
     return {"fp16": True, "bf16": False}
 
 
+def _dropout_overrides(config: DualEncoderTrainingConfig) -> dict[str, float] | None:
+    """The model configuration's attention dropout (BERT's key, which MiniLM and the REALM retriever use)."""
+    if config.attention_dropout is None:
+        return None
+    return {"attention_probs_dropout_prob": config.attention_dropout}
+
+
 def average_with_base(model: Any, base_path: str, base_weight: float) -> None:
     """In place: every floating parameter becomes (1 - w)·tuned + w·base (WiSE-FT)."""
     from sentence_transformers import SentenceTransformer
@@ -98,7 +105,9 @@ def train_dual_encoder(
         )
     device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(config.seed)
-    model = SentenceTransformer(config.base_model, device=device, local_files_only=True)
+    model = SentenceTransformer(
+        config.base_model, device=device, local_files_only=True, config_kwargs=_dropout_overrides(config)
+    )
     model.max_seq_length = config.max_seq_length
     columns: dict[str, list[Any]] = {"anchor": list(queries), "positive": list(passages)}
     if negatives is not None:
