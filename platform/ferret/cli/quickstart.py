@@ -36,7 +36,7 @@ from ferret.core.index.types import SearchMode
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, pipeline_result
 from ferret.core.pipeline.promptagator.state import PipelineState
-from ferret.core.search.configuration import describe, plan_for
+from ferret.core.search.configuration import SearchPlan, describe, plan_for
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec
 from ferret.runtime.context import AppContext, app_context
@@ -148,7 +148,7 @@ def _compare_configurations(ctx: AppContext, rows: list[EvalRow]) -> None:
     if active is not None:
         shown = describe(active)
         name = f"configuration {active.version}: {shown['retriever']}, {shown['fusion']}"
-        plans = {name: (plan_for(ctx.session, corpus, active), "hybrid")}
+        plans: dict[str, tuple[SearchPlan, SearchMode]] = {name: (plan_for(ctx.session, corpus, active), "hybrid")}
         scores.update(evaluate_plans(ctx.searcher, DEMO_CORPUS, DEMO_DATASET, plans))
     table = Table(title="what search runs now, on the demo questions")
     for column in ("search", "nDCG@10", "R@100", "MRR@10"):
