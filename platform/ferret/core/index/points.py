@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -31,18 +30,14 @@ class PointBuilder:
         sparse: SparseEncoder,
         *,
         batch_size: int = 64,
-        precomputed: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.encoder = encoder
         self.sparse = sparse
         self.batch_size = batch_size
-        self.precomputed = precomputed or {}
-        """Passage text -> its vector under ``encoder``, encoded ahead (``VersionedCollection.prefetch_embeddings``);
-        texts not in it are encoded here."""
 
     def build(self, rows: Sequence[tuple[Passage, Document]]) -> list[IndexPoint]:
         texts = [passage_text(document.title, passage.text) for passage, document in rows]
-        dense = self._dense(texts)
+        dense = self.encoder.encode_passages(texts, batch_size=self.batch_size)  # prefetched ones from its memo
         sparse = self.sparse.embed_documents(texts)
         return [
             IndexPoint(
@@ -62,12 +57,3 @@ class PointBuilder:
             )
             for i, (passage, document) in enumerate(rows)
         ]
-
-    def _dense(self, texts: list[str]) -> np.ndarray:
-        missing = list(dict.fromkeys(text for text in texts if text not in self.precomputed))
-        if len(missing) == len(texts):  # nothing prefetched: the plain path
-            return self.encoder.encode_passages(texts, batch_size=self.batch_size)
-        fresh: dict[str, np.ndarray] = {}
-        if missing:
-            fresh = dict(zip(missing, self.encoder.encode_passages(missing, batch_size=self.batch_size), strict=True))
-        return np.stack([self.precomputed[text] if text in self.precomputed else fresh[text] for text in texts])

@@ -23,7 +23,6 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 from sqlalchemy.orm import Session
 
 from ferret.core.db.activation import INDEX, PROMOTE, ROLLBACK, record_activation, rollback_target
@@ -103,8 +102,6 @@ class VersionedCollection:
         self.writer = QuarantineWriter(backend)
         self.unreadable: list[tuple[IndexVersion, str]] = []
         """Live versions a sync had to skip because they cannot be loaded; see ``replace_unreadable``."""
-        self.prefetched: dict[str, dict[str, np.ndarray]] = {}
-        """Model path -> passage text -> vector, from ``prefetch_embeddings``; ``sync`` encodes only what is missing."""
 
     @property
     def alias(self) -> str:
@@ -118,12 +115,12 @@ class VersionedCollection:
             encoder,
             sparse_encoder_for(self.session, self.corpus),
             batch_size=self.settings.encode_batch_size,
-            precomputed=self.prefetched.get(model.path),
         )
 
     def prefetch_embeddings(self, texts: Sequence[str]) -> None:
         """Encode passage texts (``passage_text(title, text)``) once per model of the live versions, ahead of the
-        ``sync`` calls that will store them, so those calls only look their vectors up.
+        ``sync`` calls that will store them: the vectors wait in each encoder's passage memo
+        (``DualEncoder.encode_passages``), so those calls only look them up.
 
         Why: a push job applies its batch in slices of a few documents, each its own transaction (SQLite has one
         write lock), and each slice embedded inside its transaction, ~30 passages at a time. Encoding the whole
@@ -134,9 +131,7 @@ class VersionedCollection:
         if not unique:
             return
         for path in sorted({v.model_version.path for v in live_index_versions(self.session, self.corpus)}):
-            encoder = load_encoder(path, self.settings)
-            vectors = encoder.encode_passages(unique, batch_size=self.settings.encode_batch_size)
-            self.prefetched[path] = dict(zip(unique, vectors, strict=True))
+            load_encoder(path, self.settings).encode_passages(unique, batch_size=self.settings.encode_batch_size)
 
     def _lock_path(self, index_version: IndexVersion) -> Path:
         return self.settings.home / "locks" / f"{index_version.collection}.lock"
