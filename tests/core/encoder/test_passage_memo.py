@@ -33,3 +33,7 @@ def test_the_memo_forgets_the_least_recently_used_passage_first() -> None:
     memo.store({c: np.full(2, 2.0)})
     assert len(memo) == 2
     assert set(memo.lookup([a, b, c])) == {a, c}
+
+    larger = {PassageMemo.key(str(i)): np.full(2, float(i)) for i in range(5)}
+    memo.store(larger)  # more than it holds: only the last two are kept
+    assert set(memo.lookup(list(larger))) == set(list(larger)[-2:])

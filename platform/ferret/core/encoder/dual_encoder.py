@@ -58,9 +58,12 @@ class PassageMemo:
         return found
 
     def store(self, vectors: dict[bytes, np.ndarray]) -> None:
+        """Keeps copies (a row of a large batch would keep the whole batch alive), of the last ``capacity`` only: a
+        large index build does not churn through the memo."""
+        kept = list(vectors.items())[-self.capacity :]
         with self._lock:
-            for key, vector in vectors.items():
-                self._vectors[key] = vector
+            for key, vector in kept:
+                self._vectors[key] = vector.copy()
                 self._vectors.move_to_end(key)
             while len(self._vectors) > self.capacity:
                 self._vectors.popitem(last=False)
@@ -144,9 +147,12 @@ class DualEncoder:
         keys = [PassageMemo.key(text) for text in passages]
         vectors = self.passage_memo.lookup(keys)
         missing = {key: text for key, text in zip(keys, passages, strict=True) if key not in vectors}
-        if missing:
-            encoded = self.encode(list(missing.values()), batch_size=batch_size)
-            fresh = {key: vector.copy() for key, vector in zip(missing, encoded, strict=True)}
-            self.passage_memo.store(fresh)
-            vectors.update(fresh)
+        if not missing:
+            return np.stack([vectors[key] for key in keys])
+        encoded = self.encode(list(missing.values()), batch_size=batch_size)
+        fresh = dict(zip(missing, encoded, strict=True))
+        self.passage_memo.store(fresh)
+        if len(fresh) == len(keys):  # nothing remembered, no repeats: the batch as encoded (an index build's case)
+            return encoded
+        vectors.update(fresh)
         return np.stack([vectors[key] for key in keys])

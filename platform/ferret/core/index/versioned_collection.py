@@ -120,7 +120,8 @@ class VersionedCollection:
     def prefetch_embeddings(self, texts: Sequence[str]) -> None:
         """Encode passage texts (``passage_text(title, text)``) once per model of the live versions, ahead of the
         ``sync`` calls that will store them: the vectors wait in each encoder's passage memo
-        (``DualEncoder.encode_passages``), so those calls only look them up.
+        (``DualEncoder.encode_passages``; a batch beyond its 20,000 passages is partly encoded again), so those calls
+        only look them up.
 
         Why: a push job applies its batch in slices of a few documents, each its own transaction (SQLite has one
         write lock), and each slice embedded inside its transaction, ~30 passages at a time. Encoding the whole
