@@ -15,7 +15,7 @@ from ferret.core.demo import DEMO_DATASET
 from ferret.core.eval.beir import iter_corpus, load_queries
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.sparse import SparseEncoder
-from ferret.core.index.types import IndexPoint, SearchHit, SearchRequest, point_id, settle_near_ties
+from ferret.core.index.types import NEAR_TIE, IndexPoint, SearchHit, SearchRequest, point_id, settle_near_ties
 from ferret.core.search.fusion import RRF
 from ferret.core.search.searcher import fused_search
 
@@ -74,3 +74,26 @@ def test_scores_further_apart_than_the_noise_keep_their_order(score: float) -> N
     hits = [SearchHit("a", score * (1 - 1e-4), {}), SearchHit("b", score, {})]
 
     assert [hit.id for hit in settle_near_ties(hits)] == ["b", "a"]
+
+
+def test_ties_are_settled_like_a_neighbour_by_neighbour_walk() -> None:
+    """The numpy version cuts runs exactly where a walk over the sorted hits would: many runs, of every length, with
+    noise inside the tolerance and gaps just outside it."""
+
+    def walk(hits: list[SearchHit]) -> list[str]:
+        settled: list[str] = []
+        run: list[SearchHit] = []
+        for hit in sorted(hits, key=lambda hit: -hit.score):
+            if run and run[-1].score - hit.score > NEAR_TIE * max(abs(run[-1].score), abs(hit.score)):
+                settled += sorted(tied.id for tied in run)
+                run = []
+            run.append(hit)
+        return settled + sorted(tied.id for tied in run)
+
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        levels = rng.choice([0.0, 0.25, 3.0, 11.5, -2.0], size=rng.integers(0, 40))
+        noise = rng.choice([0.0, 2e-7, 5e-6, 3e-5], size=len(levels)) * np.abs(levels)
+        hits = [SearchHit(f"p{rng.integers(10**6):06d}", float(s), {}) for s in levels + noise]
+
+        assert [hit.id for hit in settle_near_ties(hits)] == walk(hits), f"trial {trial}"

@@ -302,7 +302,7 @@ class EdgeIndexBackend(IndexBackend):
             return {}
         shard = self._shard(self._target(name))
         records = shard.retrieve(list(point_ids), with_payload=True, with_vector=False)
-        return {str(r.id): dict(r.payload or {}) for r in records}
+        return {str(r.id): r.payload or {} for r in records}
 
     @staticmethod
     def _payloads(
@@ -312,7 +312,7 @@ class EdgeIndexBackend(IndexBackend):
         if not ids:
             return hits
         records = shard.retrieve(ids, with_payload=True, with_vector=False)  # type: ignore[arg-type]
-        return with_payloads(hits, requests, {str(r.id): dict(r.payload or {}) for r in records})
+        return with_payloads(hits, requests, {str(r.id): r.payload or {} for r in records})
 
     def close(self) -> None:
         """Let go of this handle; the last handle of the process on this folder closes the shards (idempotent)."""

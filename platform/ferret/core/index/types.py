@@ -111,7 +111,9 @@ class SearchRequest:
         """Qdrant's scored points (Edge's or the client's) as hits, best first, cut to ``limit``. Equal hybrid scores
         come in point-id order, so the same query gives the same results every time: reciprocal-rank scores tie
         often (ranks 1 and 2 fuse to the same score as 2 and 1)."""
-        hits = [SearchHit(str(p.id), float(p.score), dict(p.payload or {})) for p in points]
+        # One pass, each attribute read once: Qdrant Edge builds a new ``uuid.UUID`` (and a new payload dict) on every
+        # read of ``id`` (``payload``), and a search converts about 220 points (benchmarks/RESULTS.md, issue 16).
+        hits = [SearchHit(str(p.id), p.score, p.payload or {}) for p in points]
         if self.mode != "hybrid":
             return settle_near_ties(hits)[: self.limit]
         return sorted(hits, key=lambda hit: (-hit.score, hit.id))[: self.limit]
@@ -128,17 +130,29 @@ def settle_near_ties(hits: list[SearchHit]) -> list[SearchHit]:
 
     A run is cut where two neighbours differ by more than ``NEAR_TIE``; bit-level noise moves such a cut only if a gap
     lies within the noise of the threshold, which is rare, whereas any rounding of the scores has boundaries that the
-    noise crosses everywhere."""
-    ordered = sorted(hits, key=lambda hit: -hit.score)
-    settled: list[SearchHit] = []
-    run: list[SearchHit] = []
-    for hit in ordered:
-        if run and run[-1].score - hit.score > NEAR_TIE * max(abs(run[-1].score), abs(hit.score)):
-            settled.extend(sorted(run, key=lambda tied: tied.id))
-            run = []
-        run.append(hit)
-    settled.extend(sorted(run, key=lambda tied: tied.id))
-    return settled
+    noise crosses everywhere. The neighbours are compared in numpy and only the tied runs are sorted again: the
+    Python loop over every hit was a tenth of a hybrid search's Python time (issue 16)."""
+    ordered = sorted(hits, key=_score, reverse=True)
+    if len(ordered) < 2:
+        return ordered
+    scores = np.fromiter((hit.score for hit in ordered), dtype=np.float64, count=len(ordered))
+    higher, lower = scores[:-1], scores[1:]
+    tied = (higher - lower) <= NEAR_TIE * np.maximum(np.abs(higher), np.abs(lower))
+    if not tied.any():
+        return ordered
+    # Tied gaps i..j-1 (a run of True) join hits i..j: the edges of the runs, as (start, stop) pairs.
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], tied.astype(np.int8), [0])))).tolist()
+    for start, stop in zip(edges[::2], edges[1::2], strict=True):
+        ordered[start : stop + 1] = sorted(ordered[start : stop + 1], key=_point)
+    return ordered
+
+
+def _score(hit: SearchHit) -> float:
+    return hit.score
+
+
+def _point(hit: SearchHit) -> str:
+    return hit.id
 
 
 def with_payloads(
@@ -161,8 +175,12 @@ def ids_needing_payload(hits: list[list[SearchHit]], requests: Sequence[SearchRe
     return list(dict.fromkeys(ids))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SearchHit:
+    """One scored point. Not frozen: a frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``, three times the cost, and a hybrid search builds about 250 hits (issue 16). Treat it as
+    a value all the same: code that changes a hit builds a new one."""
+
     id: str
     score: float
     payload: dict[str, Any]
