@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Literal
 
 import numpy as np
@@ -132,7 +133,7 @@ def settle_near_ties(hits: list[SearchHit]) -> list[SearchHit]:
     lies within the noise of the threshold, which is rare, whereas any rounding of the scores has boundaries that the
     noise crosses everywhere. The neighbours are compared in numpy and only the tied runs are sorted again: the
     Python loop over every hit was a tenth of a hybrid search's Python time (issue 16)."""
-    ordered = sorted(hits, key=_score, reverse=True)
+    ordered = sorted(hits, key=attrgetter("score"), reverse=True)
     if len(ordered) < 2:
         return ordered
     scores = np.fromiter((hit.score for hit in ordered), dtype=np.float64, count=len(ordered))
@@ -143,16 +144,8 @@ def settle_near_ties(hits: list[SearchHit]) -> list[SearchHit]:
     # Tied gaps i..j-1 (a run of True) join hits i..j: the edges of the runs, as (start, stop) pairs.
     edges = np.flatnonzero(np.diff(np.concatenate(([0], tied.astype(np.int8), [0])))).tolist()
     for start, stop in zip(edges[::2], edges[1::2], strict=True):
-        ordered[start : stop + 1] = sorted(ordered[start : stop + 1], key=_point)
+        ordered[start : stop + 1] = sorted(ordered[start : stop + 1], key=attrgetter("id"))
     return ordered
-
-
-def _score(hit: SearchHit) -> float:
-    return hit.score
-
-
-def _point(hit: SearchHit) -> str:
-    return hit.id
 
 
 def with_payloads(

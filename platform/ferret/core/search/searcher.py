@@ -33,7 +33,14 @@ from ferret.core.encoder.query_encoder import query_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 from ferret.core.index.sparse import SparseEncoder
-from ferret.core.index.types import SearchHit, SearchMode, SearchRequest, parse_mode
+from ferret.core.index.types import (
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    ids_needing_payload,
+    parse_mode,
+    with_payloads,
+)
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.cross_encoder import rerank
 from ferret.core.search.configuration import ActivePlans, SearchPlan
@@ -117,14 +124,10 @@ def fused_search(
             hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k))
         else:
             hits.append(next(answers))
-    fused = [request.mode == "hybrid" for request in requests]
-    wanted = list(dict.fromkeys(hit.id for found, hybrid in zip(hits, fused, strict=True) if hybrid for hit in found))
-    payloads = backend.payloads(target, wanted)
-    # A point deleted between the query and the read (a concurrent update) has no payload left and is dropped.
-    return [
-        [SearchHit(hit.id, hit.score, payloads[hit.id]) for hit in found if hit.id in payloads] if hybrid else found
-        for found, hybrid in zip(hits, fused, strict=True)
-    ]
+    # The fused (hybrid) requests are those whose payloads come afterwards (``SearchRequest.payload_after``); a point
+    # deleted between the query and the read (a concurrent update) is dropped by ``with_payloads``.
+    wanted = ids_needing_payload(hits, requests)
+    return with_payloads(hits, requests, backend.payloads(target, wanted)) if wanted else hits
 
 
 class Searcher:
