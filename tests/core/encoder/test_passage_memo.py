@@ -37,3 +37,6 @@ def test_the_memo_forgets_the_least_recently_used_passage_first() -> None:
     larger = {PassageMemo.key(str(i)): np.full(2, float(i)) for i in range(5)}
     memo.store(larger)  # more than it holds: only the last two are kept
     assert set(memo.lookup(list(larger))) == set(list(larger)[-2:])
+
+    memo.clear()
+    assert len(memo) == 0 and memo.lookup(list(larger)) == {}
