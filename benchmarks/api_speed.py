@@ -23,7 +23,9 @@ connection each (--client threads), which on 2 cores take as much CPU as the ser
 the server process and the load generator used during it (in cores), and the 1-minute load average, because the
 cores may be shared. Reported: p50/p99 per request and the ratio API / in-process. Hybrid search by default (--mode).
 --query-encoder sets FERRET_QUERY_ENCODER for this process and the server; --profile FILE samples the server with
-py-spy (``pip install py-spy``; needs ptrace rights) during the 32-client row.
+py-spy (``pip install py-spy``; needs ptrace rights) during the 32-client row: every thread, waiting ones included,
+each stack under its thread's name (the query batcher's thread shows how busy the encoder is, the AnyIO workers
+where a request waits).
 Push: --push-docs documents of the datasets (0: none), in batches of --push-batch, through ``POST .../documents``
 into a fresh corpus with an active index version (above the synchronous line each batch is a ``push_index`` job),
 then the same batches again (all unchanged: the idempotent path). Reported in documents/s until searchable.
@@ -255,6 +257,7 @@ def start_profiler(pid: int, seconds: float, output: Path) -> subprocess.Popen[b
     stacks (one line per distinct stack with its sample count: grep and sort them, or feed them to a flame graph)."""
     py_spy = Path(sys.executable).with_name("py-spy")
     command = [str(py_spy) if py_spy.exists() else "py-spy", "record", "--pid", str(pid), "--nonblocking"]
+    command += ["--idle", "--threads"]  # waiting threads too, each stack under its thread's name: where requests wait
     command += ["--format", "raw", "--rate", "100", "--duration", str(max(1, round(seconds))), "--output", str(output)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
