@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,7 +74,7 @@ def raw_encode(home: Path, corpus: str) -> dict[str, Any]:
     return {"passages": len(texts), "seconds": statistics.mean(runs), "runs": runs, "ferret_encode_s": ferret}
 
 
-def timed(work: Any) -> float:
+def timed(work: Callable[[], object]) -> float:
     started = time.perf_counter()
     work()
     return time.perf_counter() - started

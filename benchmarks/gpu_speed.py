@@ -30,6 +30,7 @@ import lzma
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def restore_model(bundle: Path, target: Path) -> Path:
     return target
 
 
-def timed(function: Any, repeats: int, *, before: Any = None) -> float:
+def timed(function: Any, repeats: int, *, before: Callable[[], None] | None = None) -> float:
     """Best wall time of ``repeats`` runs after one warm-up (GPU clocks, kernels, allocator). ``before`` runs, untimed,
     before each: Ferret's path empties the encoder's passage memo there, as a first build starts with none (a repeat
     would find every vector in it)."""
