@@ -78,6 +78,15 @@ class FerretSettings(BaseSettings):
         "about 20% less CPU per query than two that spin, and a busy server's parallelism comes from its concurrent "
         "requests, not from splitting one small batch (benchmarks/RESULTS.md, issue 16).",
     )
+    query_encoder_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Query batches the ONNX tower encodes at once, each in its own thread (as a model server runs "
+        "several instances of a model); torch towers encode one batch at a time. With one ONNX Runtime thread per "
+        "batch, one worker can never use more than one core: on 2 cores at 32 clients two workers served 66-70 "
+        "searches/s against 61-65 for one, with 1.6 against 1.4 server cores busy (benchmarks/RESULTS.md, issue 16).",
+    )
     reranker_runtime: QueryEncoderKind = Field(
         default="onnx-int8",
         description="How searches score (query, passage) pairs with a configuration's reranker: 'onnx-int8' (ONNX "

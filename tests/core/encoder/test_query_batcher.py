@@ -149,3 +149,37 @@ def test_each_caller_gets_its_own_rows_and_the_batch_error(home: Home) -> None:
         failing.encode(["x"])
     with pytest.raises(ValueError, match="window_s"):
         QueryBatcher(broken, window_s=-1)
+
+
+def test_several_workers_encode_batches_at_once(home: Home) -> None:
+    """With two workers, a second batch is encoded while the first one is (as a server with two model instances):
+    each call of ``encode`` waits until another is running, which one worker alone would never satisfy."""
+    both_running = threading.Barrier(2, timeout=60)
+
+    def encode(texts: list[str]) -> np.ndarray:
+        both_running.wait()
+        return home.encoder.encode_queries(texts)
+
+    batcher = QueryBatcher(encode, window_s=0.0, max_batch=64, workers=2)
+    answers: list[np.ndarray | None] = [None, None]
+
+    def run(i: int) -> None:
+        answers[i] = batcher.encode(QUERIES[i * 3 : i * 3 + 3])
+
+    try:
+        first = threading.Thread(target=run, args=(0,))
+        first.start()
+        while both_running.n_waiting == 0:  # the first batch is inside the encoder before the second is asked for
+            threading.Event().wait(0.01)
+        second = threading.Thread(target=run, args=(1,))
+        second.start()
+        first.join()
+        second.join()
+    finally:
+        batcher.close()
+    assert batcher.batches == 2 and batcher.queries == 6
+    for i, answer in enumerate(answers):
+        assert answer is not None
+        np.testing.assert_allclose(answer, home.encoder.encode_queries(QUERIES[i * 3 : i * 3 + 3]), atol=1e-5)
+    with pytest.raises(ValueError, match="workers"):
+        QueryBatcher(encode, workers=0)

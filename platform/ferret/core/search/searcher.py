@@ -28,6 +28,7 @@ from ferret.core.acl import search_groups
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, find_index_version_by_collection
 from ferret.core.db.models import IndexState, IndexVersion
+from ferret.core.encoder.onnx_query_encoder import OnnxQueryEncoder
 from ferret.core.encoder.query_batcher import QueryBatcher
 from ferret.core.encoder.query_encoder import query_encoder
 from ferret.core.errors import ConflictError, InvalidInputError
@@ -199,6 +200,8 @@ class Searcher:
                     lambda texts: encoder.encode_queries(texts, batch_size=batch_size),
                     window_s=self.settings.query_batch_window_ms / 1000,
                     max_batch=self.settings.query_batch_max,
+                    # ONNX Runtime runs batches side by side; torch's tower takes one forward pass at a time.
+                    workers=self.settings.query_encoder_workers if isinstance(encoder, OnnxQueryEncoder) else 1,
                 )
                 self.query_batchers[model_path] = batcher
             return batcher
