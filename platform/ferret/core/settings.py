@@ -84,8 +84,9 @@ class FerretSettings(BaseSettings):
         le=64,
         description="Query batches the ONNX tower encodes at once, each in its own thread (as a model server runs "
         "several instances of a model); torch towers encode one batch at a time. With one ONNX Runtime thread per "
-        "batch, one worker can never use more than one core: on 2 cores at 32 clients two workers served 66-70 "
-        "searches/s against 61-65 for one, with 1.6 against 1.4 server cores busy (benchmarks/RESULTS.md, issue 16).",
+        "batch, one worker can never use more than one core: on 2 cores at 32 clients two workers served 66-73 "
+        "searches/s in five runs against 61-71 in four for one (+5%), with 1.6 against 1.4 server cores busy and the "
+        "same p99 (benchmarks/RESULTS.md, issue 16, eleventh session).",
     )
     reranker_runtime: QueryEncoderKind = Field(
         default="onnx-int8",

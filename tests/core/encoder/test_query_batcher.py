@@ -4,6 +4,7 @@ passes of the real model (its ``calls`` counter), and every caller gets its own 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -170,7 +171,7 @@ def test_several_workers_encode_batches_at_once(home: Home) -> None:
         first = threading.Thread(target=run, args=(0,))
         first.start()
         while both_running.n_waiting == 0:  # the first batch is inside the encoder before the second is asked for
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
         second = threading.Thread(target=run, args=(1,))
         second.start()
         first.join()

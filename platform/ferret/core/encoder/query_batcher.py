@@ -83,7 +83,7 @@ class QueryBatcher:
         return request.result.result()
 
     def close(self) -> None:
-        """Stop the worker after the batch it is encoding; requests still waiting are encoded first."""
+        """Stop the workers after the batches they are encoding; requests still waiting are encoded first."""
         with self._ready:
             self._closed = True
             self._ready.notify_all()
