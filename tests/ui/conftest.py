@@ -193,7 +193,7 @@ def running_api(populated_home: Path) -> Iterator[RunningApi]:
 
 
 @pytest.fixture(scope="session")
-def generator_url() -> Iterator[str]:
+def generator_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real generator behind an OpenAI-compatible endpoint: llama.cpp's server (``make llm-deps``) on the SmolLM2
     GGUF that the embedded backend uses, on a loopback port. The embedded transformers backend answers the same
     prompts but takes minutes on a busy 2-core machine; the server answers in about a second."""
@@ -207,7 +207,7 @@ def generator_url() -> Iterator[str]:
         skip_or_fail(f"llama-cpp-python[server] or the SmolLM2 package is missing ({error}).")
         raise
     port = free_port()
-    log = Path(tempfile.mkdtemp(prefix="ferret-ui-llama-")) / "server.log"
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "smollm2"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048"]
     url = f"http://127.0.0.1:{port}/v1"

@@ -57,6 +57,7 @@ class SeaweedServer:
     root: Path
     process: subprocess.Popen[bytes] | None = None
     endpoint: str = ""
+    base_port: int = 0
 
     def start(self, timeout: float = 60.0) -> SeaweedServer:
         binary = weed_binary()
@@ -70,7 +71,7 @@ class SeaweedServer:
             },
         ]
         (self.root / "s3.json").write_text(json.dumps({"identities": identities}), encoding="utf-8")
-        base = _port_block(5)
+        base = self.base_port = _port_block(5)
         self.endpoint = f"http://127.0.0.1:{base}"
         log = (self.root / "weed.log").open("wb")
         self.process = subprocess.Popen(
@@ -90,6 +91,8 @@ class SeaweedServer:
                 f"-volume.port={base + 2}",
                 f"-filer.port={base + 3}",
                 f"-admin.port={base + 4}",
+                f"-s3.localSocket={self.root / 's3.sock'}",
+                f"-filer.localSocket={self.root / 'filer.sock'}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -129,3 +132,12 @@ class SeaweedServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        self._remove_tmp_sockets()
+
+    def _remove_tmp_sockets(self) -> None:
+        """``weed mini`` puts its gRPC sockets in /tmp whatever its flags say (named by port) and leaves them behind."""
+        if not self.base_port:
+            return
+        for port in range(self.base_port, self.base_port + 5):
+            for sock in Path("/tmp").glob(f"seaweedfs-*-{port + 10000}.sock"):
+                sock.unlink(missing_ok=True)

@@ -14,7 +14,6 @@ import contextlib
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -216,7 +215,7 @@ def _wait_ready(
 
 
 @pytest.fixture(scope="session")
-def start_llama_server(smollm2_gguf: Path) -> Iterator[Callable[..., str]]:
+def start_llama_server(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., str]]:
     """Starts ``python -m llama_cpp.server`` on SmolLM2 (alias ``smollm2``) with extra options; returns its base URL
     (``.../v1``). Every server started stops at the end of the session."""
     try:
@@ -227,7 +226,7 @@ def start_llama_server(smollm2_gguf: Path) -> Iterator[Callable[..., str]]:
 
     def start(*options: str) -> str:
         port = free_port()
-        log = Path(tempfile.mkdtemp(prefix="ferret-llama-")) / "server.log"
+        log = tmp_path_factory.mktemp("llama-server") / "server.log"
         command = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_gguf), "--model_alias", "smollm2"]
         command += ["--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048", *options]
         with log.open("wb") as log_file:
