@@ -49,9 +49,11 @@ def optimise_in_batches(
     batch_size: int,
     warmup_fraction: float,
     progress: Callable[[float], None],
+    after_step: Callable[[int, int], bool] | None = None,
 ) -> tuple[list[float], float]:
     """The loop the reranker's and the distilled encoder's trainers share: the items shuffled every epoch, one
-    optimiser step per batch with clipped gradients, linear warm-up then linear decay; returns losses and seconds."""
+    optimiser step per batch with clipped gradients, linear warm-up then linear decay; returns losses and seconds.
+    ``after_step(step, total)`` runs after each step (1-based) and ends training early by returning False."""
     import torch
 
     total = epochs * max(1, math.ceil(len(items) / batch_size))
@@ -74,6 +76,8 @@ def optimise_in_batches(
             optimizer.zero_grad()
             losses.append(float(loss.item()))
             progress(len(losses) / total)
+            if after_step is not None and not after_step(len(losses), total):
+                return losses, time.perf_counter() - started
     return losses, time.perf_counter() - started
 
 
@@ -113,6 +117,14 @@ class RerankerTrainingConfig:
     warmup_fraction: float = 0.1
     max_length: int = 256
     seed: int = 13
+    validation_fraction: float = 0.1
+    """Share of the groups (by positive document, seeded) kept out of training to choose the checkpoint: trained
+    to the end, the reranker memorised 257 groups (loss 0.0004) and lost to the first stage (benchmarks/RESULTS.md,
+    issue 12, third session). 0 trains on every group and keeps the last step."""
+    evaluations: int = 10
+    """How often over the planned steps the held-out groups are scored (and once before the first step)."""
+    patience: int = 3
+    """Training stops after this many evaluations without a better held-out score."""
 
     def steps(self, groups: int) -> tuple[int, int]:
         """(epochs, optimiser steps) for ``groups`` usable groups."""
@@ -161,6 +173,23 @@ def read_groups(path: Path) -> list[TrainingGroup]:
     return [TrainingGroup(**json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
+MIN_VALIDATION_GROUPS = 20
+"""Fewer held-out groups than this make the checkpoint a coin toss: every group trains and the last step is kept."""
+
+
+def split_validation(
+    groups: Sequence[TrainingGroup], fraction: float, seed: int
+) -> tuple[list[TrainingGroup], list[TrainingGroup]]:
+    """(training, held-out) groups: every group of a seeded ``fraction`` of the positive documents is held out, so
+    no held-out query's document was seen in training. Fewer than ``MIN_VALIDATION_GROUPS``: (all, none)."""
+    documents = sorted({g.positive for g in groups})
+    held = set(random.Random(seed).sample(documents, round(len(documents) * max(0.0, fraction))))
+    validation = [g for g in groups if g.positive in held]
+    if len(validation) < MIN_VALIDATION_GROUPS:
+        return list(groups), []
+    return [g for g in groups if g.positive not in held], validation
+
+
 def _sample_negatives(groups: Sequence[TrainingGroup], count: int, rng: random.Random) -> list[list[str]]:
     return [rng.sample(g.negatives, min(count, len(g.negatives))) for g in groups]
 
@@ -173,14 +202,17 @@ def train_cross_encoder(
     *,
     device: str | None = None,
     minimum_pairs: int = MIN_PAIRS,
+    validation: Sequence[TrainingGroup] | None = None,
     progress: Callable[[float], None] = lambda fraction: None,
 ) -> dict[str, Any]:
     """Fine-tune ``CrossEncoder(base_path, num_labels=1)`` with the listwise loss and save it to ``output``.
 
     Each step takes ``batch_size`` groups; a group's logits over (positive, its negatives drawn for this epoch)
     are one softmax whose target is the positive (listwise softmax cross-entropy, Promptagator++ §3.4). The
-    head learns at ``head_learning_rate``, the transformer at ``learning_rate``; linear warm-up and decay.
-    ``minimum_pairs`` exists for tests that overfit a handful of groups."""
+    head learns at ``head_learning_rate``, the transformer at ``learning_rate``; linear warm-up and decay. A share
+    of the positive documents' groups (``validation_fraction``) is held out to choose the checkpoint and stop early
+    (``Checkpoint``), unless ``validation`` gives the held-out groups; the report's ``validation`` says what it
+    scored. ``minimum_pairs`` exists for tests that overfit a handful of groups."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -188,12 +220,16 @@ def train_cross_encoder(
     usable = [g for g in groups if g.negatives]
     if not usable:
         raise InvalidInputError("No training group has a mined negative; the first stage returned nothing to mine.")
+    if validation is None:
+        training, validation = split_validation(usable, config.validation_fraction, config.seed)
+    else:
+        training, validation = usable, [g for g in validation if g.negatives]
     torch.manual_seed(config.seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     model = CrossEncoder(str(base_path), num_labels=1, max_length=config.max_length, device=device)
     network, tokenizer = model.model, model.tokenizer
     network.float().train()
-    epochs, _ = config.steps(len(usable))
+    epochs, _ = config.steps(len(training))
     head = [p for n, p in network.named_parameters() if n.startswith("classifier.")]
     body = [p for n, p in network.named_parameters() if not n.startswith("classifier.")]
     optimizer = torch.optim.AdamW(
@@ -203,27 +239,102 @@ def train_cross_encoder(
     rng = random.Random(config.seed)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
 
-    def listwise_loss(batch: list[TrainingGroup]) -> Any:
-        drawn = _sample_negatives(batch, config.negatives, rng)
-        width = min(len(n) for n in drawn) + 1
-        pairs = [(g.query, text) for g, n in zip(batch, drawn, strict=True) for text in [g.positive, *n[: width - 1]]]
+    def logits_of(pairs: Sequence[tuple[str, str]]) -> Any:
         inputs = tokenizer(
             [q for q, _ in pairs], [d for _, d in pairs], padding=True, truncation="only_second",
             max_length=config.max_length, return_tensors="pt",
         ).to(device)  # fmt: skip
         with autocast:
-            logits = network(**inputs).logits.float().view(len(batch), width)
+            return network(**inputs).logits.float().view(-1)
+
+    def listwise_loss(batch: list[TrainingGroup]) -> Any:
+        drawn = _sample_negatives(batch, config.negatives, rng)
+        width = min(len(n) for n in drawn) + 1
+        pairs = [(g.query, text) for g, n in zip(batch, drawn, strict=True) for text in [g.positive, *n[: width - 1]]]
+        logits = logits_of(pairs).view(len(batch), width)
         return torch.nn.functional.cross_entropy(logits, torch.zeros(len(batch), dtype=torch.long, device=device))
 
+    def score_groups(batch: Sequence[TrainingGroup]) -> list[Any]:
+        """Per group, the scores of its positive (first) and its first ``negatives`` mined negatives."""
+        candidates = [[g.positive, *g.negatives[: config.negatives]] for g in batch]
+        logits = logits_of([(g.query, text) for g, texts in zip(batch, candidates, strict=True) for text in texts])
+        return list(torch.split(logits, [len(texts) for texts in candidates]))
+
+    checkpoint = Checkpoint(network, validation, score_groups, config)
     losses, seconds = optimise_in_batches(
-        usable, listwise_loss, optimizer, network.parameters(), rng,
+        training, listwise_loss, optimizer, network.parameters(), rng,
         epochs=epochs, batch_size=config.batch_size, warmup_fraction=config.warmup_fraction, progress=progress,
+        after_step=checkpoint.after_step if validation else None,
     )  # fmt: skip
+    checkpoint.restore_best(len(losses))
     network.eval()
     output.mkdir(parents=True, exist_ok=True)
     model.save(str(output))
     return {
-        **loss_report(losses, seconds, groups=len(usable), epochs=epochs, device=device),
+        **loss_report(losses, seconds, groups=len(training), epochs=epochs, device=device),
         "chance_loss": round(math.log(config.negatives + 1), 4),
+        "validation": checkpoint.report(),
         "config": config.to_json(),
     }
+
+
+class Checkpoint:
+    """Early stopping on held-out groups: their mean reciprocal rank of the positive among it and its first
+    ``negatives`` mined negatives, scored before training and ``evaluations`` times over it; the weights of the
+    best score are kept and restored at the end, and training stops after ``patience`` scores without a gain."""
+
+    def __init__(
+        self,
+        network: Any,
+        groups: Sequence[TrainingGroup],
+        score_groups: Callable[[Sequence[TrainingGroup]], list[Any]],
+        config: RerankerTrainingConfig,
+    ) -> None:
+        self.network, self.groups, self.score_groups, self.config = network, list(groups), score_groups, config
+        self.scores: list[tuple[int, float]] = []
+        self.best_step, self.misses = 0, 0
+        self.best_state: dict[str, Any] | None = None
+        if self.groups:
+            self._evaluate(0)
+
+    def _mrr(self) -> float:
+        import torch
+
+        self.network.eval()
+        reciprocal = []
+        with torch.inference_mode():
+            for start in range(0, len(self.groups), 16):
+                for scores in self.score_groups(self.groups[start : start + 16]):
+                    reciprocal.append(1.0 / (1 + int((scores[1:] >= scores[0]).sum())))  # ties count against it
+        self.network.train()
+        return sum(reciprocal) / len(reciprocal)
+
+    def _evaluate(self, step: int) -> None:
+        score = self._mrr()
+        if not self.scores or score > max(s for _, s in self.scores):
+            self.best_step, self.misses = step, 0
+            self.best_state = {k: v.detach().clone() for k, v in self.network.state_dict().items()}
+        else:
+            self.misses += 1
+        self.scores.append((step, round(score, 4)))
+
+    def after_step(self, step: int, total: int) -> bool:
+        every = max(1, total // max(1, self.config.evaluations))
+        if step % every == 0 or step == total:
+            self._evaluate(step)
+        return self.misses < self.config.patience
+
+    def restore_best(self, last_step: int) -> None:
+        if self.best_state is not None and self.best_step != last_step:
+            self.network.load_state_dict(self.best_state)
+
+    def report(self) -> dict[str, Any]:
+        if not self.groups:
+            return {"groups": 0, "note": f"fewer than {MIN_VALIDATION_GROUPS} held-out groups: the last step is kept"}
+        return {
+            "groups": len(self.groups),
+            "documents": len({g.positive for g in self.groups}),
+            "mrr_by_step": [list(entry) for entry in self.scores],
+            "best_step": self.best_step,
+            "stopped_early": self.misses >= self.config.patience,
+        }
