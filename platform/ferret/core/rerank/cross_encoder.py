@@ -29,14 +29,10 @@ from ferret.core.corpus.chunking import passage_text
 from ferret.core.encoder.onnx_export import FAILED_FILE, MODEL_FILE, OnnxUnavailableError, quantize_int8
 from ferret.core.errors import ConflictError
 from ferret.core.rerank.onnx_reranker import OnnxReranker, export_reranker, reranker_onnx_folder
+from ferret.core.rerank.training import MAX_PAIR_TOKENS
 from ferret.core.settings import FerretSettings, get_settings
 
 logger = logging.getLogger(__name__)
-
-MAX_PAIR_TOKENS = 128
-"""Query + passage wordpieces the cross-encoder reads. The cost of a pair grows with it: 128 takes 0.56–0.68 of
-256's CPU time, and on SciFact's test split (H100 scores of the same reranker) it changes the best fused nDCG@10 by
-−0.2 at depth 10 and +0.5 at depth 20 (benchmarks/RESULTS.md, issue 12, third session). Training reads 256."""
 
 _CACHE: dict[tuple[str, str, int], CrossScorer] = {}
 _LOCK = threading.Lock()

@@ -29,6 +29,13 @@ T = TypeVar("T")
 MIN_PAIRS = 200
 """Fewer kept pairs than this train a reranker that is worse than none (noise on a new head); refused."""
 
+MAX_PAIR_TOKENS = 128
+"""Query + passage wordpieces a reranker reads, in training and in search. The cost of a pair grows with it: 128
+takes 0.56–0.68 of 256's CPU time, and on SciFact's test split (H100 scores of a reranker trained at 256) reading
+128 changed the best fused nDCG@10 by −0.2 at depth 10 and +0.5 at depth 20 (benchmarks/RESULTS.md, issue 12,
+third session). Training read 256 until the twelfth session; it now reads what search reads, at about half the
+cost of a training step on a CPU."""
+
 
 def epoch_plan(groups: int, batch_size: int, epochs: int, min_steps: int) -> tuple[int, int]:
     """(epochs, optimiser steps): at least ``epochs``, and more until ``min_steps`` steps, since a few hundred
@@ -115,7 +122,11 @@ class RerankerTrainingConfig:
     head_learning_rate: float = 1e-3
     """The one-logit head starts random: at the body's rate it barely moves in a few hundred steps."""
     warmup_fraction: float = 0.1
-    max_length: int = 256
+    max_length: int = MAX_PAIR_TOKENS
+    attention_dropout: float | None = 0.0
+    """Dropout on the attention probabilities; None keeps the base model's (0.1). Off, as for the dual encoder
+    (``DualEncoderTrainingConfig.attention_dropout``): on a CPU it forces the unfused attention path. A step of 16
+    groups of 8 pairs at 128 wordpieces took 16.3–20.1 s against 19.9–21.9 s with it on 2 CPU cores."""
     seed: int = 13
     validation_fraction: float = 0.1
     """Share of the groups (by positive document, seeded) kept out of training to choose the checkpoint: trained
@@ -226,7 +237,10 @@ def train_cross_encoder(
         training, validation = usable, [g for g in validation if g.negatives]
     torch.manual_seed(config.seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    model = CrossEncoder(str(base_path), num_labels=1, max_length=config.max_length, device=device)
+    overrides = {} if config.attention_dropout is None else {"attention_probs_dropout_prob": config.attention_dropout}
+    model = CrossEncoder(
+        str(base_path), num_labels=1, max_length=config.max_length, device=device, config_kwargs=overrides
+    )
     network, tokenizer = model.model, model.tokenizer
     network.float().train()
     epochs, _ = config.steps(len(training))
