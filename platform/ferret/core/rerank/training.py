@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ferret.core.errors import InvalidInputError
+from ferret.core.training.config import attention_dropout_overrides
 
 T = TypeVar("T")
 
@@ -33,8 +34,8 @@ MAX_PAIR_TOKENS = 128
 """Query + passage wordpieces a reranker reads, in training and in search. The cost of a pair grows with it: 128
 takes 0.56–0.68 of 256's CPU time, and on SciFact's test split (H100 scores of a reranker trained at 256) reading
 128 changed the best fused nDCG@10 by −0.2 at depth 10 and +0.5 at depth 20 (benchmarks/RESULTS.md, issue 12,
-third session). Training read 256 until the twelfth session; it now reads what search reads, at about half the
-cost of a training step on a CPU."""
+third session). Training read 256 until the twelfth session; it now reads what search reads, at a third of the
+cost of a training step on a CPU (benchmarks/RESULTS.md, issue 12, twelfth session)."""
 
 
 def epoch_plan(groups: int, batch_size: int, epochs: int, min_steps: int) -> tuple[int, int]:
@@ -237,7 +238,7 @@ def train_cross_encoder(
         training, validation = usable, [g for g in validation if g.negatives]
     torch.manual_seed(config.seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    overrides = {} if config.attention_dropout is None else {"attention_probs_dropout_prob": config.attention_dropout}
+    overrides = attention_dropout_overrides(config.attention_dropout)
     model = CrossEncoder(
         str(base_path), num_labels=1, max_length=config.max_length, device=device, config_kwargs=overrides
     )

@@ -70,3 +70,9 @@ class DualEncoderTrainingConfig:
         }
         defaults.update(overrides)
         return cls(**defaults)
+
+
+def attention_dropout_overrides(rate: float | None) -> dict[str, float]:
+    """The model configuration's attention dropout as ``config_kwargs`` for sentence-transformers (BERT's key, which
+    MiniLM, its cross-encoder and the REALM retriever use); None keeps the model's own."""
+    return {} if rate is None else {"attention_probs_dropout_prob": rate}

@@ -19,7 +19,7 @@ import torch
 
 from ferret.core.errors import InvalidInputError
 from ferret.core.progress import Progress, quiet
-from ferret.core.training.config import DualEncoderTrainingConfig
+from ferret.core.training.config import DualEncoderTrainingConfig, attention_dropout_overrides
 from ferret.core.training.cropping import independent_crops
 from ferret.core.training.residual import ResidualMarginLoss
 
@@ -42,13 +42,6 @@ def _precision_flags(config: DualEncoderTrainingConfig, device: str) -> dict[str
     if config.precision == "bf16" or (config.precision == "auto" and torch.cuda.is_bf16_supported()):
         return {"fp16": False, "bf16": True}
     return {"fp16": True, "bf16": False}
-
-
-def _dropout_overrides(config: DualEncoderTrainingConfig) -> dict[str, float] | None:
-    """The model configuration's attention dropout (BERT's key, which MiniLM and the REALM retriever use)."""
-    if config.attention_dropout is None:
-        return None
-    return {"attention_probs_dropout_prob": config.attention_dropout}
 
 
 def average_with_base(model: Any, base_path: str, base_weight: float) -> None:
@@ -106,7 +99,10 @@ def train_dual_encoder(
     device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(config.seed)
     model = SentenceTransformer(
-        config.base_model, device=device, local_files_only=True, config_kwargs=_dropout_overrides(config)
+        config.base_model,
+        device=device,
+        local_files_only=True,
+        config_kwargs=attention_dropout_overrides(config.attention_dropout),
     )
     model.max_seq_length = config.max_seq_length
     columns: dict[str, list[Any]] = {"anchor": list(queries), "positive": list(passages)}
