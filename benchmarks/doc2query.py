@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/doc2query.py --dataset ../shared/datasets/scifact --home DIR [--task few-shot-ex250] \
-        [--round-trip-k 10] [--quantiles 0.25,0.5] [--json OUT]
+        [--round-trip-k 10] [--quantiles 0.25,0.5] [--as-filtered] [--json OUT]
 
 The home is one where ``benchmarks/search_configs.py`` ran (ingested corpus, base index, a generation run of the
 task); the run's queries need ``logprob`` (generated after revision 0019, or scored by
@@ -13,7 +13,9 @@ Recall@100, MRR@10 of BM25 alone and of RRF (k=60, document level) of BM25 with 
 the base index, unexpanded first. Label-free figures: each filter's keep rate, and how often queries pass the round
 trip by log-probability quartile (does the generator's own score agree with the round trip?).
 
-Filter settings are applied to the run and rolled back at the end: the home is left as it was.
+Filter settings are applied to the run and rolled back at the end: the home is left as it was. ``--as-filtered``
+re-filters nothing: it expands with the queries the run's last filter stage kept (as a pipeline left them), which is
+what a large run needs (its round trip takes longer than the expansion).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("--task", default="few-shot-ex250")
     parser.add_argument("--round-trip-k", type=int, default=10)
     parser.add_argument("--quantiles", default="0.25,0.5")
+    parser.add_argument("--as-filtered", action="store_true", help="expand with the queries the run keeps now")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     os.environ["FERRET_HOME"] = str(args.home)
@@ -131,12 +134,18 @@ def main() -> None:
             )
 
         score("no expansion", {}, None)
+        if args.as_filtered:
+            settings = {}
+            expansions: dict[int, list[str]] = {}
+            for query in run_queries(session, run, [QueryStatus.OK]):
+                expansions.setdefault(query.document_id, []).append(query.text)
+            score("the run's kept queries, as filtered", expansions, None)
         trips: dict[int, bool] = {}
         logprob_of: dict[int, float | None] = {}
         for name, config in settings.items():
             result = apply_filters(session, run, config)
             kept = run_queries(session, run, [QueryStatus.OK])
-            expansions: dict[int, list[str]] = {}
+            expansions = {}
             for query in kept:
                 expansions.setdefault(query.document_id, []).append(query.text)
             if config.round_trip is not None and config.logprob_quantile is None:

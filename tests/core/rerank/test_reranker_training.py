@@ -53,6 +53,7 @@ def test_a_few_groups_are_overfit_and_the_reranker_ranks_their_passages_first(tm
     assert report["loss_first"] > 0.8 * report["chance_loss"]  # it starts at chance (ln 4)...
     assert report["loss_last"] < 0.05  # ...and can learn: the loss goes to ~0
     assert report["validation"]["groups"] == 0  # 4 groups are too few to hold any out: the last step is kept
+    assert report["validation"]["note"] == "fewer than 20 held-out groups: the last step is kept"
     saved_config = json.loads((tmp_path / "ce" / "config.json").read_text())
     assert saved_config["attention_probs_dropout_prob"] == 0.0  # trained without attention dropout (the default)
     reranker = Reranker(tmp_path / "ce")

@@ -234,8 +234,10 @@ def train_cross_encoder(
         raise InvalidInputError("No training group has a mined negative; the first stage returned nothing to mine.")
     if validation is None:
         training, validation = split_validation(usable, config.validation_fraction, config.seed)
+        unchecked = f"fewer than {MIN_VALIDATION_GROUPS} held-out groups"
     else:
         training, validation = usable, [g for g in validation if g.negatives]
+        unchecked = "no held-out group with a mined negative was given"
     torch.manual_seed(config.seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     overrides = attention_dropout_overrides(config.attention_dropout)
@@ -275,7 +277,7 @@ def train_cross_encoder(
         logits = logits_of([(g.query, text) for g, texts in zip(batch, candidates, strict=True) for text in texts])
         return list(torch.split(logits, [len(texts) for texts in candidates]))
 
-    checkpoint = Checkpoint(network, validation, score_groups, config)
+    checkpoint = Checkpoint(network, validation, score_groups, config, unchecked=unchecked)
     losses, seconds = optimise_in_batches(
         training, listwise_loss, optimizer, network.parameters(), rng,
         epochs=epochs, batch_size=config.batch_size, warmup_fraction=config.warmup_fraction, progress=progress,
@@ -304,8 +306,11 @@ class Checkpoint:
         groups: Sequence[TrainingGroup],
         score_groups: Callable[[Sequence[TrainingGroup]], list[Any]],
         config: RerankerTrainingConfig,
+        *,
+        unchecked: str = "no held-out groups",
     ) -> None:
         self.network, self.groups, self.score_groups, self.config = network, list(groups), score_groups, config
+        self.unchecked = unchecked
         self.scores: list[tuple[int, float]] = []
         self.best_step, self.misses = 0, 0
         self.best_state: dict[str, Any] | None = None
@@ -345,7 +350,7 @@ class Checkpoint:
 
     def report(self) -> dict[str, Any]:
         if not self.groups:
-            return {"groups": 0, "note": f"fewer than {MIN_VALIDATION_GROUPS} held-out groups: the last step is kept"}
+            return {"groups": 0, "note": f"{self.unchecked}: the last step is kept"}
         return {
             "groups": len(self.groups),
             "documents": len({g.positive for g in self.groups}),
