@@ -134,20 +134,16 @@ def main() -> None:
             )
 
         score("no expansion", {}, None)
-        if args.as_filtered:
+        if args.as_filtered:  # the queries as the pipeline left them; no filter setting is applied
+            score(
+                "the run's kept queries, as filtered", _by_document(run_queries(session, run, [QueryStatus.OK])), None
+            )
             settings = {}
-            expansions: dict[int, list[str]] = {}
-            for query in run_queries(session, run, [QueryStatus.OK]):
-                expansions.setdefault(query.document_id, []).append(query.text)
-            score("the run's kept queries, as filtered", expansions, None)
         trips: dict[int, bool] = {}
         logprob_of: dict[int, float | None] = {}
         for name, config in settings.items():
             result = apply_filters(session, run, config)
-            kept = run_queries(session, run, [QueryStatus.OK])
-            expansions = {}
-            for query in kept:
-                expansions.setdefault(query.document_id, []).append(query.text)
+            expansions = _by_document(run_queries(session, run, [QueryStatus.OK]))
             if config.round_trip is not None and config.logprob_quantile is None:
                 for query in run_queries(session, run):
                     if query.status is QueryStatus.OK or (query.reason or "").startswith("round-trip"):
@@ -191,6 +187,14 @@ def main() -> None:
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2, default=str))
+
+
+def _by_document(queries: Any) -> dict[int, list[str]]:
+    """The texts of ``queries`` per document id: what is appended to each document."""
+    expansions: dict[int, list[str]] = {}
+    for query in queries:
+        expansions.setdefault(query.document_id, []).append(query.text)
+    return expansions
 
 
 def _first_scores(ranked: list[str]) -> dict[str, float]:
