@@ -295,7 +295,9 @@ class Workers:
         with open(log, "wb") as handle:
             process = subprocess.Popen(
                 command,
-                env={**self.env, **env},
+                # its temporary files (billiard's pymp-* folders, left when a pool process exits at once) stay
+                # in the test's folder rather than in /tmp
+                env={**self.env, "TMPDIR": str(self.folder), **env},
                 stdout=handle,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: kill() takes the pool processes with it
