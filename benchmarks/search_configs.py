@@ -314,9 +314,14 @@ def main() -> None:
 
         # -- the guard: the fullest configuration that passes against the untrained default -----------------------
         guard_rows = list(dict.fromkeys([full, first, "base + fusion from examples"]))
+        out_of_sample = {first: choice.example_ranks, "base + fusion from examples": examples_only.example_ranks}
+        if reranker_model is not None:
+            out_of_sample[full] = weight.example_ranks
         promoted, decisions = None, {}
         for name in guard_rows:
-            verdict = run_config_guard(searcher, corpus_name, plans[name][0], base, guarding)
+            verdict = run_config_guard(
+                searcher, corpus_name, plans[name][0], base, guarding, candidate_examples=out_of_sample.get(name, ())
+            )
             decisions[name] = verdict.as_dict()
             console.print(f"guard on {name!r}: {'PASS' if verdict.passed else 'refused'}: {verdict.reason}")
             if verdict.passed and promoted is None:

@@ -36,10 +36,10 @@ from ferret.core.search.configuration import (
 )
 from ferret.core.search.fusion import Fusion
 from ferret.core.search.searcher import Searcher
-from ferret.core.search.tuning import Evidence, choose_fusion
+from ferret.core.search.tuning import ALPHAS, Evidence, choose_fusion, fusion_from_ranks, objective_low
 from ferret.core.settings import FerretSettings
 from ferret.core.training.config_guard import judge, split_evidence
-from ferret.core.training.guard import LabelledQuery
+from ferret.core.training.guard import LabelledQuery, bootstrap_low
 
 FILES = {
     "volcano.txt": "Volcano eruptions push magma, lava and ash through the crust of the earth.",
@@ -237,6 +237,65 @@ def test_the_configuration_guard_keeps_the_model_guards_rules() -> None:
     worse_examples = ones.copy()
     worse_examples[0] = 0.0
     assert "examples fell" in judge(worse_examples, halves, many).reason
+
+
+def _examples(n: int) -> list[LabelledQuery]:
+    return [LabelledQuery(f"example {i}", i) for i in range(n)]
+
+
+def _ranks_by_alpha(preferred: list[tuple[float, float]]) -> list[np.ndarray]:
+    """Each query ranks its document first (1.0) only within its preferred range of α, second (0.5) elsewhere."""
+    return [np.array([1.0 if low <= alpha <= high else 0.5 for low, high in preferred]) for alpha in ALPHAS]
+
+
+def test_a_weight_the_examples_agree_on_is_chosen_and_its_example_ranks_are_out_of_sample() -> None:
+    evidence = Evidence(_examples(8), [])
+    rrf = np.full(8, 0.5)
+    agreed = [np.full(8, 1.0 if alpha >= 0.5 else 0.5) for alpha in ALPHAS]
+    choice = fusion_from_ranks(rrf, agreed, evidence)
+    assert choice.fusion == Fusion("convex", 0.6) and choice.example_ranks == (1.0,) * 8
+    assert choice.scores["examples out of sample"] == pytest.approx(1.0)
+
+
+def test_a_weight_fitted_to_its_own_examples_is_refused_out_of_sample() -> None:
+    """Half the examples gain at α 0.1–0.3 only, half at 0.7–0.9 only: on all eight α=0.2 scores 0.75 against RRF's
+    0.5, and a bootstrap of those same eight ranks calls the gain sure. Left out, each example is ranked under the
+    other camp's weight and gains nothing, so RRF stays."""
+    evidence = Evidence(_examples(8), [])
+    preferred = [(0.1, 0.3)] * 4 + [(0.7, 0.9)] * 4
+    rrf = np.full(8, 0.5)
+    choice = fusion_from_ranks(rrf, _ranks_by_alpha(preferred), evidence)
+    in_sample = _ranks_by_alpha(preferred)[ALPHAS.index(0.2)]
+    assert in_sample.mean() == 0.75 and bootstrap_low(in_sample - rrf) > 0  # what the in-sample check would pass
+    assert choice.fusion == Fusion() and "convex α=0.2 scores 0.750" in choice.reason and "not sure" in choice.reason
+    assert choice.scores["examples out of sample"] == pytest.approx(0.5)
+
+
+def test_the_objective_is_resampled_within_each_half() -> None:
+    examples_gain = np.concatenate([np.full(8, 0.5), np.zeros(200)])
+    assert objective_low(examples_gain, 8) == pytest.approx(0.25)  # eight examples keep half the weight
+    assert bootstrap_low(examples_gain) < 0.05  # pooled, they are 8 of 208
+    synthetic = np.random.default_rng(1).normal(0.01, 0.1, size=100)
+    assert objective_low(synthetic, 0) == bootstrap_low(synthetic)
+
+
+def test_with_enough_examples_the_guard_weighs_them_as_half_of_the_evidence() -> None:
+    many = Evidence(_examples(8), [LabelledQuery(f"q{i}", i) for i in range(60)])
+    active = np.full(68, 0.5)
+    examples_better = active.copy()
+    examples_better[:8] = 1.0
+    report = judge(examples_better, active, many)
+    assert report.passed and report.weighs_examples and report.held_out_gain_low == pytest.approx(0.25)
+    # the same ranks with fewer examples than ``min_examples``: the held-out queries alone decide, and they tie
+    assert "held-out MRR@10 0.500 does not beat" in judge(examples_better, active, many, min_examples=9).reason
+    # the synthetic half may not fall, whatever the examples gain
+    held_worse = examples_better.copy()
+    held_worse[8:] = np.tile([0.5, 0.45], 30)
+    assert "held-out MRR@10 fell from 0.500 to 0.475" in judge(held_worse, active, many).reason
+    # ranks the weight was fitted to are replaced by out-of-sample ones: no gain is left
+    assert "does not beat" in judge(examples_better, active, many, candidate_examples=[0.5] * 8).reason
+    with pytest.raises(ValueError, match="3 out-of-sample example ranks for 8 examples"):
+        judge(examples_better, active, many, candidate_examples=[1.0] * 3)
 
 
 def test_guard_and_tuning_read_different_held_out_queries() -> None:

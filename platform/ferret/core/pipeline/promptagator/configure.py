@@ -88,6 +88,7 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     candidate = replace(first, fusion=fusion.fusion)
     evidence: dict[str, Any] = {"key": state.key, "fusion": fusion.as_dict(), "retriever": model.name}
     reranker = None
+    tuned_examples = fusion.example_ranks  # the examples' ranks out of sample, for the guard
     if config.reranker:
         status("configure: reranker", 0.3)
         training = RerankerTrainingConfig(seed=config.seed)
@@ -102,6 +103,7 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
                 DEFAULT_RERANK_DEPTH, tuning,
             )  # fmt: skip
             evidence["reranker"] = weight.as_dict()
+            tuned_examples = weight.example_ranks
             candidate = replace(
                 candidate, reranker=load_reranker(reranker.path, name=reranker.name, settings=settings),
                 rerank_depth=DEFAULT_RERANK_DEPTH, rerank_weight=weight.weight,
@@ -109,7 +111,7 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
         except InvalidInputError as error:  # too few kept pairs: no reranker, and the configuration says why
             evidence["reranker"] = {"refused": str(error)}
     status("configure: guard", 0.7)
-    verdict = run_config_guard(searcher, corpus.name, candidate, reference, guarding)
+    verdict = run_config_guard(searcher, corpus.name, candidate, reference, guarding, candidate_examples=tuned_examples)
     evidence["guard"] = {**verdict.as_dict(), "reference": reference.label}
     row = create_search_config(
         session, corpus, model, candidate.fusion.to_json(), reranker=reranker,
