@@ -296,7 +296,7 @@ def main() -> None:
                 reranker_model = train_reranker(ctx.session, ctx.settings, groups, RERANKER, config)
                 ctx.session.commit()
         depths = [int(d) for d in args.depths.split(",") if d]
-        full = first
+        full, keeps_reranker = first, False
         if reranker_model is not None:
             reranker = load_reranker(reranker_model.path, name=reranker_model.name)
             weight = choose_rerank_weight(searcher, corpus_name, tuned, reranker, DEFAULT_RERANK_DEPTH, tuning)
@@ -311,9 +311,17 @@ def main() -> None:
 
             full = f"+ reranker (depth {DEFAULT_RERANK_DEPTH})"
             plans[full] = (reranked(DEFAULT_RERANK_DEPTH), "hybrid")
+            # as the pipeline's configure stage: the reranker stays only if it beats the first stage alone
+            own = run_config_guard(
+                searcher, corpus_name, plans[full][0], tuned, guarding,
+                candidate_examples=weight.example_ranks, active_examples=choice.example_ranks,
+            )  # fmt: skip
+            report["notes"].append(f"reranker against the first stage alone: {own.as_dict()}")
+            console.print(f"reranker against {first!r}: {'kept' if own.passed else 'dropped'}: {own.reason}")
+            keeps_reranker = own.passed
 
         # -- the guard: the fullest configuration that passes against the untrained default -----------------------
-        guard_rows = list(dict.fromkeys([full, first, "base + fusion from examples"]))
+        guard_rows = list(dict.fromkeys([full if keeps_reranker else first, first, "base + fusion from examples"]))
         out_of_sample = {first: choice.example_ranks, "base + fusion from examples": examples_only.example_ranks}
         if reranker_model is not None:
             out_of_sample[full] = weight.example_ranks

@@ -296,6 +296,12 @@ def test_with_enough_examples_the_guard_weighs_them_as_half_of_the_evidence() ->
     assert "does not beat" in judge(examples_better, active, many, candidate_examples=[0.5] * 8).reason
     with pytest.raises(ValueError, match="3 out-of-sample example ranks for 8 examples"):
         judge(examples_better, active, many, candidate_examples=[1.0] * 3)
+    # a reranker against its own first stage: both sides' example ranks out of sample; a reranker that only
+    # matches the first stage does not stay (the pipeline's configure stage drops it)
+    first_stage = examples_better
+    report = judge(examples_better, first_stage, many, candidate_examples=[1.0] * 8, active_examples=[0.5] * 8)
+    assert report.passed and report.active_examples_mrr == 0.5
+    assert "does not beat" in judge(examples_better, first_stage, many, active_examples=[1.0] * 8).reason
 
 
 def test_guard_and_tuning_read_different_held_out_queries() -> None:

@@ -66,24 +66,30 @@ class ConfigGuardReport:
         return asdict(self)
 
 
+def _out_of_sample(ranks: np.ndarray, examples: Sequence[float], n: int) -> np.ndarray:
+    if not len(examples):
+        return ranks
+    if len(examples) != n:
+        raise ValueError(f"{len(examples)} out-of-sample example ranks for {n} examples")
+    return np.concatenate([np.asarray(examples, dtype=np.float64), ranks[n:]])
+
+
 def judge(
     candidate: np.ndarray,
     active: np.ndarray,
     evidence: Evidence,
     *,
     candidate_examples: Sequence[float] = (),
+    active_examples: Sequence[float] = (),
     min_gain: float = 0.005,
     min_held_out: int = 50,
     max_example_drop: float = 0.0,
     min_examples: int = MIN_TUNING_QUERIES,
 ) -> ConfigGuardReport:
     """The decision from per-query reciprocal ranks (examples first, then the held-out queries) of both sides;
-    ``candidate_examples`` replaces the candidate's example ranks with out-of-sample ones (module docstring)."""
+    ``candidate_examples`` (``active_examples``) replaces a side's example ranks with out-of-sample ones."""
     n = len(evidence.examples)
-    if len(candidate_examples):
-        if len(candidate_examples) != n:
-            raise ValueError(f"{len(candidate_examples)} out-of-sample example ranks for {n} examples")
-        candidate = np.concatenate([np.asarray(candidate_examples, dtype=np.float64), candidate[n:]])
+    candidate, active = _out_of_sample(candidate, candidate_examples, n), _out_of_sample(active, active_examples, n)
     new_ex, old_ex = candidate[:n], active[:n]
     new_held, old_held = candidate[n:], active[n:]
     new_mrr = float(new_held.mean()) if len(new_held) else 0.0
@@ -133,6 +139,7 @@ def run_config_guard(
     evidence: Evidence,
     *,
     candidate_examples: Sequence[float] = (),
+    active_examples: Sequence[float] = (),
     **thresholds: Any,
 ) -> ConfigGuardReport:
     queries = evidence.all()
@@ -141,5 +148,6 @@ def run_config_guard(
         plan_reciprocal_ranks(searcher, corpus_name, active, queries),
         evidence,
         candidate_examples=candidate_examples,
+        active_examples=active_examples,
         **thresholds,
     )

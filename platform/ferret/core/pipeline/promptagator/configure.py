@@ -102,12 +102,20 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
                 searcher, corpus.name, candidate, load_reranker(reranker.path, name=reranker.name, settings=settings),
                 DEFAULT_RERANK_DEPTH, tuning,
             )  # fmt: skip
-            evidence["reranker"] = weight.as_dict()
-            tuned_examples = weight.example_ranks
-            candidate = replace(
+            reranked = replace(
                 candidate, reranker=load_reranker(reranker.path, name=reranker.name, settings=settings),
                 rerank_depth=DEFAULT_RERANK_DEPTH, rerank_weight=weight.weight,
             )  # fmt: skip
+            # the reranker costs ten times the first stage's time: it stays only if it beats the first stage alone
+            own = run_config_guard(
+                searcher, corpus.name, reranked, candidate, guarding,
+                candidate_examples=weight.example_ranks, active_examples=fusion.example_ranks,
+            )  # fmt: skip
+            evidence["reranker"] = {**weight.as_dict(), "guard": own.as_dict(), "kept": own.passed}
+            if own.passed:
+                candidate, tuned_examples = reranked, weight.example_ranks
+            else:
+                reranker = None
         except InvalidInputError as error:  # too few kept pairs: no reranker, and the configuration says why
             evidence["reranker"] = {"refused": str(error)}
     status("configure: guard", 0.7)
