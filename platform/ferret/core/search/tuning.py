@@ -275,15 +275,16 @@ def choose_rerank_weight(
             reciprocal.append(reciprocal_rank([results[i].document_id for i in order], q.document_id))
         ranks.append(np.array(reciprocal))
 
-    def select(left_out: int | None) -> int:
-        """Index in ``weights`` of the best non-zero weight on the evidence without example ``left_out``."""
-        values = objectives_without(ranks, evidence, left_out)
+    def best_of(values: list[float]) -> int:
+        """Index in ``weights`` of the best non-zero weight (the smaller on a tie)."""
         return max(range(1, len(weights)), key=lambda i: (values[i], -weights[i]))
 
     values = objectives_without(ranks, evidence, None)
     scores = {f"{weight:.2f}": value for weight, value in zip(weights, values, strict=True)}
-    best = select(None)
-    outside = tuple(float(ranks[select(i)][i]) for i in range(len(evidence.examples)))
+    best = best_of(values)
+    outside = tuple(
+        float(ranks[best_of(objectives_without(ranks, evidence, i))][i]) for i in range(len(evidence.examples))
+    )
     return RerankChoice(
         weights[best],
         f"reranker weight {weights[best]:.2f}: {values[best]:.3f} against {values[0]:.3f} without the reranker "

@@ -98,13 +98,10 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
                 held_out=lambda d: is_held_out(d, config.held_out_fraction, config.seed), config=training,
             )  # fmt: skip
             reranker = train_reranker(session, settings, groups, f"{state.model_name}-reranker", training)
-            weight = choose_rerank_weight(
-                searcher, corpus.name, candidate, load_reranker(reranker.path, name=reranker.name, settings=settings),
-                DEFAULT_RERANK_DEPTH, tuning,
-            )  # fmt: skip
+            scorer = load_reranker(reranker.path, name=reranker.name, settings=settings)
+            weight = choose_rerank_weight(searcher, corpus.name, candidate, scorer, DEFAULT_RERANK_DEPTH, tuning)
             reranked = replace(
-                candidate, reranker=load_reranker(reranker.path, name=reranker.name, settings=settings),
-                rerank_depth=DEFAULT_RERANK_DEPTH, rerank_weight=weight.weight,
+                candidate, reranker=scorer, rerank_depth=DEFAULT_RERANK_DEPTH, rerank_weight=weight.weight,
             )  # fmt: skip
             # the reranker costs ten times the first stage's time: it stays only if it beats the first stage alone
             own = run_config_guard(
