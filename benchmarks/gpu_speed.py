@@ -41,25 +41,14 @@ SHARDS = 3  # returned int8 vector files: each under the device tool's 16 MB per
 
 
 def prepare(args: argparse.Namespace) -> None:
-    from safetensors.numpy import load_file, save_file
-
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from ferret.core.corpus.chunking import PassageChunker
-    from ferret.core.encoder.registry import base_model_path
     from ferret.core.eval.beir import iter_corpus
     from speed_support import corpus_sentences
 
     bundle: Path = args.bundle
-    model_dir = bundle / "model"
     shutil.rmtree(bundle, ignore_errors=True)
-    source = base_model_path()
-    shutil.copytree(source, model_dir, ignore=shutil.ignore_patterns("model.safetensors", "README.md", ".git*"))
-    tensors = load_file(str(source / "model.safetensors"))
-    words = tensors.pop(EMBEDDINGS).astype(np.float32)
-    scale = np.abs(words).max(axis=1, keepdims=True) / 127.0
-    save_file({name: t.astype(np.float16) for name, t in tensors.items()}, str(model_dir / "rest.fp16.safetensors"))
-    quantized = np.round(words / scale).astype(np.int8)
-    np.savez_compressed(model_dir / "words.int8.npz", q=quantized, scale=scale.astype(np.float32))
+    source = pack_model(bundle)
 
     from transformers import AutoTokenizer
 
@@ -73,6 +62,24 @@ def prepare(args: argparse.Namespace) -> None:
     with lzma.open(bundle / "sentences.txt.xz", "wt") as handle:
         handle.write("\n".join(sentences))
     print(f"bundle {bundle}: {sum(f.stat().st_size for f in bundle.rglob('*') if f.is_file()) / 2**20:.1f} MiB")
+
+
+def pack_model(bundle: Path) -> Path:
+    """MiniLM under ``bundle/model`` in ~34 MB: fp16, its word-embedding matrix int8 per row; returns the source."""
+    from safetensors.numpy import load_file, save_file
+
+    from ferret.core.encoder.registry import base_model_path
+
+    model_dir = bundle / "model"
+    source = base_model_path()
+    shutil.copytree(source, model_dir, ignore=shutil.ignore_patterns("model.safetensors", "README.md", ".git*"))
+    tensors = load_file(str(source / "model.safetensors"))
+    words = tensors.pop(EMBEDDINGS).astype(np.float32)
+    scale = np.abs(words).max(axis=1, keepdims=True) / 127.0
+    save_file({name: t.astype(np.float16) for name, t in tensors.items()}, str(model_dir / "rest.fp16.safetensors"))
+    quantized = np.round(words / scale).astype(np.int8)
+    np.savez_compressed(model_dir / "words.int8.npz", q=quantized, scale=scale.astype(np.float32))
+    return Path(source)
 
 
 def restore_model(bundle: Path, target: Path) -> Path:

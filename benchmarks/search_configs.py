@@ -144,7 +144,10 @@ def main() -> None:
     if args.vectors:
         precomputed_passage_vectors(*args.vectors)
     console = Console(width=160)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:  # no git on the machine (the device copy of the tree): say so rather than fail
+        commit = os.environ.get("FERRET_COMMIT", "unknown")
     console.print(f"{args.dataset.name}: commit {commit}, {os.cpu_count()} cpus, torch threads {args.threads}")
     examples = pick_examples(args.dataset, args.train_split, args.examples, args.seed)
     corpus_name = corpus_name_for(args.dataset)
@@ -225,6 +228,8 @@ def main() -> None:
             for stage in (train_stage, guard_stage, index_stage):
                 state = stage(stage_context, state)
             retriever = registry.get(RETRIEVER)
+        report["stage_seconds"] = state.seconds
+        console.print("pipeline stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in state.seconds.items()))
         passages = passage_texts(document_texts(ctx.session, corpus))
         held = held_out_queries(ctx.session, run, task, passages, pipeline.held_out_fraction, pipeline.seed)
         tuning, guarding = split_evidence(labelled_examples, held, seed=args.seed)

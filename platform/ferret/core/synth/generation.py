@@ -160,7 +160,7 @@ def generate(
     *,
     queries_per_doc: int | None = None,
     max_documents: int | None = None,
-    batch_size: int = 8,
+    batch_size: int | None = None,
     progress: Progress = quiet,
     fresh: bool = False,
     reuse_finished: bool = False,
@@ -172,7 +172,10 @@ def generate(
     With ``fresh`` a new run starts even when an unfinished one could be resumed; with ``reuse_finished`` a finished
     run with the same settings is reused too (only documents added since are generated). The session is committed: once
     when the run starts and once per batch (whatever else the caller had pending goes with the first commit).
+    ``batch_size`` documents go to the backend per call; default: as many as it takes at once (``prompts_per_call``).
     """
+    if batch_size is None:
+        batch_size = backend.prompts_per_call
     if batch_size < 1:
         raise InvalidInputError("The batch size must be at least 1.")
     settings = run_settings(task, queries_per_doc=queries_per_doc, max_documents=max_documents)
