@@ -143,8 +143,9 @@ class FerretSettings(BaseSettings):
     generator_batch_size: int | None = Field(
         default=None,
         ge=1,
-        description="Prompts per forward pass of the embedded model (and per generation call); unset = 8 on a CPU, 64 "
-        "on a GPU, where a batch of 8 leaves the device idle between Python steps (benchmarks/RESULTS.md, issue 16).",
+        description="Prompts per forward pass of the embedded model (and documents per generation call); unset = 8 on "
+        "a CPU, 64 on a GPU, where a pass of 8 leaves the device waiting on Python between steps (benchmarks/RESULTS."
+        "md, issue 16, fifteenth session).",
     )
 
     # Workers (Celery). Unset broker = embedded mode: the same task functions run in-process, no broker.
