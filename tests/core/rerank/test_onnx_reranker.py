@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from ferret.core.demo import DEMO_DATASET
 from ferret.core.encoder.onnx_export import INT8_FILE, MODEL_FILE
@@ -176,3 +177,27 @@ def test_missing_reranker_files_are_one_sentence_whatever_the_runtime(tmp_path: 
     with pytest.raises(ConflictError, match=r"^The files of reranker 'rr-gone' are missing from .*nowhere\.$"):
         load_reranker(tmp_path / "nowhere", name="rr-gone", settings=settings)
     assert not (tmp_path / "onnx").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_device_scores_with_torch_in_fp16_on_it(
+    cross_encoder_folder: Path, tmp_path: Path, demo_pairs: Pairs
+) -> None:
+    forget_rerankers()
+    settings = FerretSettings(home=tmp_path, onnx_cache=tmp_path / "onnx", device="cuda")
+    served = load_reranker(cross_encoder_folder, settings=settings)
+    on_cpu = Reranker(cross_encoder_folder)
+
+    assert isinstance(served, Reranker)
+    assert next(served.model.model.parameters()).dtype == torch.float16
+    query, texts = demo_pairs[0]
+    assert np.abs(served.score(query, texts) - on_cpu.score(query, texts)).max() < 1e-2  # fp16 rounding only
+    forget_rerankers()
+
+
+def test_an_explicit_cpu_device_keeps_the_configured_runtime(cross_encoder_folder: Path, fresh: FerretSettings) -> None:
+    settings = fresh.model_copy(update={"device": "cpu"})
+    prepare_reranker(cross_encoder_folder, settings)
+    assert isinstance(load_reranker(cross_encoder_folder, settings=settings), OnnxReranker)
+    forget_rerankers()

@@ -34,7 +34,7 @@ from ferret.core.settings import FerretSettings, get_settings
 
 logger = logging.getLogger(__name__)
 
-_CACHE: dict[tuple[str, str, int], CrossScorer] = {}
+_CACHE: dict[tuple[str, str, int, str | None], CrossScorer] = {}
 _LOCK = threading.Lock()
 
 
@@ -65,7 +65,7 @@ R = TypeVar("R", bound=Rerankable)
 class Reranker:
     """A sentence-transformers CrossEncoder with one output (a relevance logit)."""
 
-    def __init__(self, path: str | Path, *, name: str = "", threads: int | None = None) -> None:
+    def __init__(self, path: str | Path, *, name: str = "", threads: int | None = None, device: str = "cpu") -> None:
         folder = Path(path)
         _check_files(folder, name)
         import torch
@@ -75,8 +75,11 @@ class Reranker:
             torch.set_num_threads(threads)
         self.name = name or folder.name
         self.runtime = "torch"
-        self.model = CrossEncoder(str(folder), num_labels=1, max_length=MAX_PAIR_TOKENS, device="cpu")
-        self.model.model.float().eval()  # weights may travel in fp16; CPU inference runs in fp32
+        self.model = CrossEncoder(str(folder), num_labels=1, max_length=MAX_PAIR_TOKENS, device=device)
+        if device.startswith("cuda"):
+            self.model.model.half().eval()  # a GPU scores in fp16 (the scores of benchmarks/rerank_gpu.py)
+        else:
+            self.model.model.float().eval()  # weights may travel in fp16; CPU inference runs in fp32
 
     def score(self, query: str, passages: Sequence[str], *, batch_size: int = 32) -> np.ndarray:
         if not passages:
@@ -96,7 +99,7 @@ def load_reranker(path: str | Path, *, name: str = "", settings: FerretSettings 
     twice). Missing files are a one-sentence ``ConflictError`` naming the reranker, whatever the runtime."""
     settings = settings or get_settings()
     _check_files(Path(path), name)
-    key = (str(path), settings.reranker_runtime, settings.reranker_threads)
+    key = (str(path), settings.reranker_runtime, settings.reranker_threads, settings.device)
     with _LOCK:
         found = _CACHE.get(key)
         if found is None:
@@ -111,6 +114,8 @@ def forget_rerankers() -> None:
 
 
 def _open_or_fall_back(path: Path, name: str, settings: FerretSettings) -> CrossScorer:
+    if (settings.device or "").startswith("cuda"):  # as the query encoder: a CUDA device scores with torch on it
+        return Reranker(path, name=name, device=str(settings.device))
     if settings.reranker_runtime == "torch":
         return Reranker(path, name=name)
     folder = reranker_onnx_folder(settings, path)
