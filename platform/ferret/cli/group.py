@@ -64,6 +64,13 @@ class _NamedArgument(TyperArgument):
         return None
 
 
+def _is_choice(param: Any) -> bool:
+    descriptor = getattr(param, "type_descriptor", None)  # Typer 0.29 and later
+    if descriptor is not None:
+        return bool(descriptor.is_choice)
+    return type(param.type).__name__ == "Choice"  # earlier Typers: a Click Choice (their own copy from 0.26)
+
+
 def name_placeholders(command: Any) -> Any:
     """Option values shown by name (``--corpus CORPUS``, ``--group GROUP``), not by Python type (``<str>``,
     ``<list[str]>``), and flags without a placeholder (issue 11, item 12); choices keep their list."""
@@ -73,7 +80,7 @@ def name_placeholders(command: Any) -> Any:
             continue
         if isinstance(param, TyperOption) and param.is_flag:
             param.metavar = ""
-        elif isinstance(param, TyperOption | TyperArgument) and not param.type_descriptor.is_choice:
+        elif isinstance(param, TyperOption | TyperArgument) and not _is_choice(param):
             param.metavar = (param.name or "value").upper()
         if type(param) is TyperArgument:
             param.__class__ = _NamedArgument  # the same parameter; only its help line changes
