@@ -28,3 +28,19 @@ def test_without_a_terminal_progress_is_plain_lines_at_a_steady_interval(
     assert sum(line.endswith("embedding docs: 10/10 (100%)") for line in lines) == 1  # a finished task: once
     assert lines[-1].endswith("training: 25%")
     assert all("\x1b[" not in line for line in lines)  # no terminal control codes in a log
+
+
+def test_a_job_of_several_stages_says_how_far_into_its_stage_it_is() -> None:
+    """The bar is the whole job's: 60% of the pipeline's first stage read as 'generating queries: 9%' in the
+    quickstart's log."""
+    from ferret.cli.job_runs import _label
+    from ferret.core.db.models import Job, JobState
+
+    counts = {"activity": "generating queries", "stage_progress": 0.6, "stage_number": 1, "stages": 7, "documents": 120}
+    pipeline = Job(id=3, kind="pipeline", stage="generate", state=JobState.RUNNING, counts=counts)
+    ingest = Job(
+        id=1, kind="ingest", stage="ingest", state=JobState.RUNNING, counts={"activity": "ingest", "stages": 1}
+    )
+
+    assert _label(pipeline) == "job 3 pipeline: generate (stage 1 of 7, 60%), generating queries, documents 120"
+    assert _label(ingest) == "job 1 ingest: ingest, ingest"

@@ -92,15 +92,22 @@ _PROGRESS_KEYS = frozenset({"activity", "stage_progress", "stage_number", "stage
 
 
 def _label(job: Job) -> str:
-    """``job 7 ingest: ingesting, added 200, updated 3``: the stage, its activity and a few of the job's counts."""
+    """``job 7 ingest: ingesting, added 200, updated 3``: the stage, its activity and a few of the job's counts. A job
+    of several stages says which and how far into it (``generate (stage 1 of 6, 60%)``), because the bar beside it is
+    the whole job's: 60% of the first of six stages is 10% of the job."""
     counts = job.counts or {}
+    stage = job.stage or job.state.value
+    if isinstance(stages := counts.get("stages"), int) and stages > 1 and job.stage:
+        number, done = counts.get("stage_number"), counts.get("stage_progress")
+        where = f"stage {number} of {stages}" if isinstance(number, int) else f"{stages} stages"
+        stage += f" ({where}, {done:.0%})" if isinstance(done, int | float) else f" ({where})"
     parts = [str(counts["activity"])] if counts.get("activity") else []
     parts += [
         f"{key.replace('_', ' ')} {value}"
         for key, value in counts.items()
         if key not in _PROGRESS_KEYS and isinstance(value, int | float) and not isinstance(value, bool)
     ][:4]
-    return f"job {job.id} {job.kind}: {job.stage or job.state.value}" + (f", {', '.join(parts)}" if parts else "")
+    return f"job {job.id} {job.kind}: {stage}" + (f", {', '.join(parts)}" if parts else "")
 
 
 def _close_if_left_running(settings: FerretSettings, job_id: int) -> None:
