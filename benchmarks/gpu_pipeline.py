@@ -6,9 +6,12 @@ in three calls to one warm machine, each stashing its part under a folder outsid
 runs ``benchmarks/search_configs.py`` (the pipeline's own stages: generate, filter, train, guard, index, then the
 configuration tuning, the reranker and the test-split table) there:
 
-    # here
+    # here (.gpu/ and .whl/ listed in .git/info/exclude)
     python benchmarks/gpu_pipeline.py prepare --dataset ../shared/datasets/scifact --out .gpu
-    python -m pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl <the wheels it prints>
+    for w in <the wheels it prints, pinned as in this venv>; do python -m pip download --no-deps \
+        --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux2014_x86_64 \
+        --platform manylinux_2_28_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_24_x86_64 -d .whl $w; done
+    mv .whl/{sqlalchemy,openai,pydantic_core,selectolax}-*.whl .gpu/b/wheels/    # each call under 64 MiB
     # there, three calls in a row (the machine stays warm 30 s between calls), carrying .gpu/a, then .gpu/b, then
     # .gpu/c and .whl:
     python3 benchmarks/gpu_pipeline.py stash --part .gpu/a --keep /root/keep
