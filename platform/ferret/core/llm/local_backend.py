@@ -43,10 +43,10 @@ SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 CPU_BATCH_SIZE = 8
 GPU_BATCH_SIZE = 64
-"""Default prompts per forward pass. A GPU decodes a 135M model's step for 8 prompts about as fast as for 64 (the
-step is bound by Python and kernel launches, not arithmetic): on an H100, 64 per pass generated 2,000 SciFact
-documents x 3 samples in 189 s (10.6 documents/s) where 8 documents a call had given 1.7 documents/s on older code
-(benchmarks/RESULTS.md, issue 16, fifteenth session)."""
+"""Default prompts per forward pass. On a GPU a 135M model's decoding step is bound by Python and kernel launches,
+not arithmetic (192 sequences' step is ~50 GFLOP, well under a millisecond of an H100), so larger batches cost little
+per step: 64 per pass generated 2,000 SciFact documents x 3 samples in 189 s on an H100 (10.6 documents/s), where 8
+documents a call had given 1.7 documents/s on older code (benchmarks/RESULTS.md, issue 16, fifteenth session)."""
 
 
 def default_generator_path() -> Path:
