@@ -71,6 +71,18 @@ def _titles(session: Session, run: GenerationRun) -> list[str]:
     return [title for title, sample in rows if sample == 0]
 
 
+def test_a_call_carries_as_many_documents_as_the_backend_batches(
+    session: Session, task: RetrievalTask, scripted: Scripted, topical: Callable[[str, int], str]
+) -> None:
+    """The embedded generator takes 64 prompts a pass on a GPU: 8 documents a call would leave it waiting."""
+    backend = scripted(topical)
+    backend.prompts_per_call = 3
+
+    generate(session, task, backend, queries_per_doc=1)
+
+    assert [len(call["prompts"]) for call in backend.calls] == [3, 3, 3, 1]
+
+
 def test_generates_every_document_in_batches(
     session: Session, task: RetrievalTask, scripted: Scripted, topical: Callable[[str, int], str]
 ) -> None:
