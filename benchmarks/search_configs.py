@@ -144,10 +144,7 @@ def main() -> None:
     if args.vectors:
         precomputed_passage_vectors(*args.vectors)
     console = Console(width=160)
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    except OSError:  # no git on the machine (the device copy of the tree): say so rather than fail
-        commit = os.environ.get("FERRET_COMMIT", "unknown")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     console.print(f"{args.dataset.name}: commit {commit}, {os.cpu_count()} cpus, torch threads {args.threads}")
     examples = pick_examples(args.dataset, args.train_split, args.examples, args.seed)
     corpus_name = corpus_name_for(args.dataset)

@@ -97,10 +97,15 @@ def _label(job: Job) -> str:
     the whole job's: 60% of the first of six stages is 10% of the job."""
     counts = job.counts or {}
     stage = job.stage or job.state.value
-    if isinstance(stages := counts.get("stages"), int) and stages > 1 and job.stage:
-        number, done = counts.get("stage_number"), counts.get("stage_progress")
-        where = f"stage {number} of {stages}" if isinstance(number, int) else f"{stages} stages"
-        stage += f" ({where}, {done:.0%})" if isinstance(done, int | float) else f" ({where})"
+    number, stages, done = (counts.get(key) for key in ("stage_number", "stages", "stage_progress"))
+    if (
+        job.stage
+        and isinstance(stages, int)
+        and stages > 1
+        and isinstance(number, int)
+        and isinstance(done, int | float)
+    ):
+        stage += f" (stage {number} of {stages}, {done:.0%})"
     parts = [str(counts["activity"])] if counts.get("activity") else []
     parts += [
         f"{key.replace('_', ' ')} {value}"

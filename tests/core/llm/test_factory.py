@@ -20,7 +20,7 @@ def test_embedded_generator_by_default(settings: FerretSettings, smollm2_gguf: P
     assert backend.model_path == smollm2_gguf
     assert settings.generator_batch_size is None
     expected = GPU_BATCH_SIZE if torch.cuda.is_available() else CPU_BATCH_SIZE
-    assert backend.batch_size == backend.prompts_per_call == expected  # generate() sends as many documents per call
+    assert backend.prompts_per_call == expected  # prompts per pass, and documents per generate() call
     assert backend.cache_dir == settings.models_path / "generators"  # the GGUF is converted once per home
 
 
@@ -31,7 +31,7 @@ def test_generator_model_override(monkeypatch: pytest.MonkeyPatch, ferret_home: 
     backend = build_backend(FerretSettings())
 
     assert isinstance(backend, LocalTransformersBackend)
-    assert backend.model_path == tmp_path / "my.gguf" and backend.batch_size == 4
+    assert backend.model_path == tmp_path / "my.gguf" and backend.prompts_per_call == 4
 
 
 def test_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch, ferret_home: Path) -> None:

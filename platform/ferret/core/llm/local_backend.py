@@ -245,8 +245,7 @@ class LocalTransformersBackend(LLMBackend):
         self.model_path = Path(model_path).expanduser() if model_path is not None else default_generator_path()
         self.device = device
         on_gpu = _device(device).type == "cuda"
-        self.batch_size = max(1, batch_size) if batch_size else GPU_BATCH_SIZE if on_gpu else CPU_BATCH_SIZE
-        self.prompts_per_call = self.batch_size
+        self.prompts_per_call = max(1, batch_size) if batch_size else GPU_BATCH_SIZE if on_gpu else CPU_BATCH_SIZE
         self.reuse_prefix = reuse_prefix
         self.min_prefix_tokens = min_prefix_tokens
         self.cache_dir = Path(cache_dir).expanduser() if cache_dir is not None else None
@@ -304,8 +303,8 @@ class LocalTransformersBackend(LLMBackend):
         results: list[list[Completion]] = [[] for _ in prompts]
         with loaded.lock:
             sampler.prepare(token_ids)
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
+            for start in range(0, len(order), self.prompts_per_call):
+                batch = order[start : start + self.prompts_per_call]
                 outputs = sampler.sample(
                     [token_ids[index] for index in batch],
                     n=n,
