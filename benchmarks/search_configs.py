@@ -79,7 +79,9 @@ def main() -> None:
     parser.add_argument("--description", default="")
     parser.add_argument("--max-documents", type=int, default=400)
     parser.add_argument("--queries-per-doc", type=int, default=3)
-    parser.add_argument("--round-trip-k", type=int, default=10)
+    parser.add_argument(
+        "--round-trip-k", type=int, default=None, help="round-trip depth (default: from the task's examples, 10-100)"
+    )
     parser.add_argument("--home", type=Path, default=None)
     parser.add_argument("--reranker-dir", type=Path, default=None)
     parser.add_argument("--export-groups", type=Path, default=None)
@@ -181,7 +183,7 @@ def main() -> None:
         from ferret.core.pipeline.declaration import StageContext
         from ferret.core.pipeline.promptagator.stages import generate_stage, guard_stage, index_stage, train_stage
         from ferret.core.pipeline.promptagator.state import PipelineState
-        from ferret.core.synth.filters import FilterConfig, apply_filters, length_bounds
+        from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, apply_filters, length_bounds
         from ferret.core.synth.retrievers import SearcherRetriever
 
         pipeline = PipelineConfig(
@@ -202,13 +204,14 @@ def main() -> None:
                 stage_context.llm_backend.close()
         run = get_run(ctx.session, state.run_id or 0)
         started = time.perf_counter()
-        # The pipeline's filters (length, copy, duplicate, round trip by the base model at K), the round trip read
-        # from the base index rather than from a second embedding of the corpus (the same ranking, MaxP).
+        # The pipeline's filters (length, copy, duplicate, round trip by the base model at K, by default derived from
+        # the examples' own ranks), the round trip read from the base index rather than from a second embedding of
+        # the corpus (the same ranking, MaxP).
         base_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, registry.ensure_base(), console.print)
         bounds = length_bounds(task)
         filters = apply_filters(
             ctx.session, run,
-            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, depth=args.round_trip_k,
+            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, depth=args.round_trip_k or ROUND_TRIP_MAX_K,
                                                       mode="dense" if args.round_trip == "base" else "hybrid",
                                                       index_version=base_index),
                          round_trip_k=args.round_trip_k, min_words=bounds.get("min_words", 3),

@@ -304,7 +304,9 @@ class PipelineConfigIn(ApiRequest):
     round_trip: str = Field(default="base", min_length=1, max_length=128)
     basic_filters: bool = True
     logprob_quantile: float | None = Field(default=None, gt=0.0, lt=1.0)
-    round_trip_k: int = Field(default=10, ge=1, le=100)
+    round_trip_k: int | None = Field(
+        default=None, ge=1, le=100, description="Round-trip depth; null: from the task's examples (10 to 100)."
+    )
     best_of_n: bool = False
     held_out_fraction: float = Field(default=0.1, ge=0.0, lt=1.0)
     learning_rate: float = Field(default=1e-5, gt=0.0, le=1.0)

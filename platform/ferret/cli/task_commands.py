@@ -15,7 +15,7 @@ from ferret.core.db.synthetic import get_run, latest_run, list_runs
 from ferret.core.db.task import delete_task, first_external_ids, get_task, list_tasks, task_run_counts
 from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.errors import InvalidInputError
-from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters
+from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters, round_trip_reason
 from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
 from ferret.core.synth.task_spec import (
     ExampleSpec,
@@ -178,7 +178,10 @@ def filter_command(
     name: NameArgument,
     run_id: Annotated[int | None, typer.Option("--run", help="Run id (default: the task's latest).")] = None,
     retriever: Annotated[str, typer.Option(help="Round-trip retriever: bm25, dense (base model) or none.")] = "bm25",
-    k: Annotated[int, typer.Option("--k", "-k", help="Keep a query when its document is in its top K.")] = 1,
+    k: Annotated[
+        int | None,
+        typer.Option("--k", "-k", help="Keep a query when its document is in its top K (default: from the examples)."),
+    ] = None,
     best_of_n: Annotated[bool, typer.Option(help="Per document keep only the best query by round-trip rank.")] = False,
     min_words: Annotated[int, typer.Option(help="Shorter queries are dropped.")] = 3,
     max_words: Annotated[int, typer.Option(help="Longer queries are dropped.")] = 40,
@@ -193,10 +196,12 @@ def filter_command(
             raise InvalidInputError(f"Task {name!r} has no such generation run; see `ferret task show {name}`.")
         round_trip: Retriever | None = None
         if retriever == "bm25":
-            round_trip = BM25Retriever.for_corpus(ctx.session, task.corpus, depth=max(k, 100))
+            round_trip = BM25Retriever.for_corpus(ctx.session, task.corpus, depth=max(k or 0, ROUND_TRIP_MAX_K))
         elif retriever == "dense":
             encoder = load_encoder(base_model_path(ctx.settings), ctx.settings)
-            round_trip = EncoderRetriever.for_corpus(ctx.session, task.corpus, encoder, depth=max(k, 100))
+            round_trip = EncoderRetriever.for_corpus(
+                ctx.session, task.corpus, encoder, depth=max(k or 0, ROUND_TRIP_MAX_K)
+            )
         config = FilterConfig(
             min_words=min_words, max_words=max_words, round_trip=round_trip, round_trip_k=k, best_of_n=best_of_n
         )
@@ -206,3 +211,5 @@ def filter_command(
             f"run {run.id}: kept {report.kept} of {report.considered} usable queries; dropped: {dropped}; "
             f"failed generations: {report.failed}"
         )
+        if report.example_ranks is not None:
+            console.print(f"round trip K={report.round_trip_k}: {round_trip_reason(report.example_ranks)}")

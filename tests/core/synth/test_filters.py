@@ -13,7 +13,14 @@ from ferret.cli.main import app
 from ferret.core.db.models import Corpus, Document, GenerationRun, QueryStatus, RetrievalTask, SyntheticQuery
 from ferret.core.db.synthetic import create_run, training_pairs
 from ferret.core.errors import InvalidInputError
-from ferret.core.synth.filters import FilterConfig, apply_filters, logprob_threshold, round_trip_filter
+from ferret.core.synth.filters import (
+    FilterConfig,
+    apply_filters,
+    logprob_threshold,
+    round_trip_depth,
+    round_trip_filter,
+    round_trip_reason,
+)
 from ferret.core.synth.query_text import (
     bigram_overlap,
     clean_generation,
@@ -208,6 +215,47 @@ def test_filtering_again_undoes_earlier_drops(session: Session, task: RetrievalT
     assert report.kept == 2 and report.dropped == {}
 
 
+def test_round_trip_depth_follows_where_the_examples_find_their_documents() -> None:
+    claims = [1, 1, 2, 1, 3, 1, 5, 2]  # each example names its document: the floor of 10 holds
+    topics = [3, 25, 41, 60, 70, 80, None, None]  # a topic's own document is one of many
+    assert round_trip_depth(claims, documents=5000) == 10
+    assert round_trip_depth(topics, documents=5000) == 80  # three in four examples pass at 80
+    assert round_trip_depth(topics[:6] + [1, 2], documents=5000) == 60
+    assert round_trip_depth([None] * 8, documents=5000) == 100  # the ceiling
+    assert round_trip_depth(topics, documents=600) == 30  # at most a twentieth of the corpus
+    assert round_trip_depth(topics, documents=40) == 10  # never under the floor
+    assert round_trip_depth([], documents=5000) == 10
+    assert round_trip_reason([25, None, 3]) == "the task's examples find their own documents at ranks 3, 25 and beyond 100"
+
+
+def test_round_trip_k_from_the_examples(session: Session, task: RetrievalTask, corpus: Corpus) -> None:
+    """No K given: the examples' own documents are ranked first, and K is where they are found (here the floor)."""
+    run = _run(
+        session,
+        task,
+        [("Paris", "what river runs through paris"), ("Penguins", "how do tides rise and fall")],
+    )
+    bm25 = BM25Retriever.for_corpus(session, corpus)
+
+    report = apply_filters(session, run, FilterConfig(round_trip=bm25, round_trip_k=None))
+
+    assert report.example_ranks == [1, 1] and report.round_trip_k == 10
+    assert report.as_dict()["round_trip_k"] == 10 and report.as_dict()["example_ranks"] == [1, 1]
+    assert report.kept == 1 and report.dropped == {"round-trip": 1}
+
+    # An example given as text only has no corpus document to find: no rank, and K falls back to the floor.
+    task.examples[0].document_id = None
+    task.examples[0].external_id = None
+    task.examples[1].document_id = None
+    task.examples[1].external_id = None
+    report = apply_filters(session, run, FilterConfig(round_trip=bm25, round_trip_k=None))
+    assert report.example_ranks == [] and report.round_trip_k == 10
+
+    # A given K is used as it is, and no examples are ranked.
+    report = apply_filters(session, run, FilterConfig(round_trip=bm25, round_trip_k=3))
+    assert report.example_ranks is None and report.round_trip_k == 3
+
+
 def test_round_trip_filter_with_any_retriever() -> None:
     def retriever(queries: list[str]) -> list[list[int]]:
         return [[1, 2], [1, 2], [5]][: len(queries)]
@@ -271,9 +319,8 @@ def test_cli_filter(session: Session, task: RetrievalTask) -> None:
     result = runner.invoke(app, ["task", "filter", "facts", "--retriever", "bm25"])
 
     assert result.exit_code == 0, result.output
-    assert (
-        f"run {run.id}: kept 1 of 3 usable queries; dropped: round-trip 1, too short 1; failed generations: 0"
-        in " ".join(result.output.split())
-    )
+    printed = " ".join(result.output.split())
+    assert f"run {run.id}: kept 1 of 3 usable queries; dropped: round-trip 1, too short 1; failed generations: 0" in printed
+    assert "round trip K=10: the task's examples find their own documents at ranks 1 and 1" in printed
     wrong = runner.invoke(app, ["task", "filter", "facts", "--run", "999"])
     assert wrong.exit_code == 1 and "Generation run 999 does not exist." in " ".join(wrong.output.split())

@@ -4,7 +4,9 @@ In order: length, copies (of an example query, or near-verbatim of the document)
 optionally the generator's own score (queries whose mean token log-probability falls below a quantile of the run's
 own distribution: issue 12 item 5, free since the sampler has the logits), then round-trip consistency
 (Promptagator, Dai et al. 2022, section 3.2: keep (q, d) only when a retriever ranks
-d in q's top K, K=1) and optionally best-of-n (per document, only the query whose document ranks best).
+d in q's top K) and optionally best-of-n (per document, only the query whose document ranks best). Without a given
+K, the depth follows the task's own examples (``round_trip_depth``): a topic-style task, whose real queries find
+their document at rank 30, must not demand rank 10 of its synthetic ones.
 Applying filters again first undoes the earlier drops, so settings can be compared on the same run.
 
 Example:
@@ -15,14 +17,17 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ferret.core.db.corpus import corpus_counts
 from ferret.core.db.models import GenerationRun, QueryStatus, RetrievalTask, SyntheticQuery
 from ferret.core.db.synthetic import documents_by_ids, reason_counts, reset_drops, run_queries, status_counts
+from ferret.core.db.task import example_document
 from ferret.core.errors import InvalidInputError
 from ferret.core.synth.prompt import document_text
 from ferret.core.synth.query_text import is_near_verbatim_copy, normalize
@@ -37,6 +42,15 @@ DROP_NEAR_VERBATIM = "near-verbatim copy"
 DROP_DUPLICATE = "duplicate"
 DROP_NOT_BEST = "best-of-n: not the best"
 DROP_LOW_LOGPROB = "low generator log-probability"
+
+ROUND_TRIP_MIN_K = 10
+"""The shallowest derived depth: with the small embedded generator, round trip by the base model at K=10 kept 290 of
+1,183 SciFact queries and the trained model beat the base one, where K=1 (Promptagator's, with a large generator)
+kept 21 of 719 and lost (benchmarks/RESULTS.md, issue 3)."""
+ROUND_TRIP_MAX_K = 100
+"""The deepest derived depth, and the depth the round-trip retrievers rank to."""
+ROUND_TRIP_EXAMPLE_SHARE = 0.75
+"""The derived K is the smallest depth at which this share of the task's examples find their own document."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +67,8 @@ class FilterConfig:
     """Drop the queries whose generator log-probability is below this quantile of the run's surviving queries
     (0.25 drops the least likely quarter); queries without one are kept. None: off."""
     round_trip: Retriever | None = None
-    round_trip_k: int = 1
+    round_trip_k: int | None = 1
+    """Keep (q, d) when d is in q's top K; None: K from the task's examples (``round_trip_depth``)."""
     best_of_n: bool = False
     batch_size: int = 512
 
@@ -68,6 +83,10 @@ class FilterReport:
     failed: int = 0
     logprob_threshold: float | None = None
     """The log-probability below which queries were dropped, when that filter ran on queries that had one."""
+    round_trip_k: int | None = None
+    """The round trip's K, given or derived; None when no round trip ran."""
+    example_ranks: list[int | None] | None = None
+    """When K was derived: where the round-trip retriever ranked each example's own document (None: deeper)."""
 
     def as_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -75,6 +94,10 @@ class FilterReport:
         }  # fmt: skip
         if self.logprob_threshold is not None:
             data["logprob_threshold"] = round(self.logprob_threshold, 4)
+        if self.round_trip_k is not None:
+            data["round_trip_k"] = self.round_trip_k
+        if self.example_ranks is not None:
+            data["example_ranks"] = list(self.example_ranks)
         return data
 
 
@@ -128,6 +151,52 @@ def length_bounds(task: RetrievalTask) -> dict[str, int]:
     return {"min_words": max(1, min(lengths) // 2), "max_words": max(40, 2 * max(lengths))}
 
 
+def round_trip_depth(ranks: Sequence[int | None], documents: int, *, share: float = ROUND_TRIP_EXAMPLE_SHARE) -> int:
+    """The round trip's K from where the retriever ranks the task's examples' own documents (None: not in its top
+    ``ROUND_TRIP_MAX_K``): the smallest depth at which ``share`` of the examples pass, between ``ROUND_TRIP_MIN_K``
+    and ``ROUND_TRIP_MAX_K``, and at most a twentieth of a corpus of ``documents`` (a round trip that passes a large
+    part of the corpus checks nothing). A filter that would drop the user's own examples is too strict for the task:
+    claims name their abstract (rank 1-3, so K stays 10) where topics ("steak") find theirs at rank 30 or beyond.
+    Without a ranked example, K is ``ROUND_TRIP_MIN_K``.
+
+    Example:
+        >>> round_trip_depth([1, 1, 2, 4], documents=5000), round_trip_depth([3, 25, 41, None], documents=5000)
+        (10, 41)
+    """
+    ceiling = max(ROUND_TRIP_MIN_K, min(ROUND_TRIP_MAX_K, documents // 20))
+    if not ranks:
+        return ROUND_TRIP_MIN_K
+    ordered = sorted(ceiling + 1 if rank is None else rank for rank in ranks)
+    needed = ordered[max(0, math.ceil(share * len(ordered)) - 1)]
+    return max(ROUND_TRIP_MIN_K, min(ceiling, needed))
+
+
+def round_trip_reason(ranks: Sequence[int | None]) -> str:
+    """Why K is what it is, in words, for logs and the CLI.
+
+    Example:
+        >>> round_trip_reason([4, None, 1])
+        "the task's examples find their own documents at ranks 1, 4 and beyond 100"
+    """
+    if not ranks:
+        return f"no example names a corpus document, so K is {ROUND_TRIP_MIN_K}"
+    found = sorted(rank for rank in ranks if rank is not None)
+    words = [str(rank) for rank in found] + [f"beyond {ROUND_TRIP_MAX_K}"] * (len(ranks) - len(found))
+    listed = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    return f"the task's examples find their own documents at ranks {listed}"
+
+
+def example_round_trip(session: Session, run: GenerationRun, retriever: Retriever) -> list[int | None]:
+    """Where ``retriever`` ranks each example's own corpus document for the example's query (examples given as text
+    only have no rank and are left out)."""
+    pairs = [
+        (example.query, document.id)
+        for example in run.task.examples
+        if (document := example_document(session, run.task, example)) is not None
+    ]
+    return [trip.rank for trip in round_trip_filter(pairs, retriever, 1)]
+
+
 def length_reason(text: str, config: FilterConfig) -> str | None:
     words = len(text.split())
     if words < config.min_words:
@@ -161,16 +230,18 @@ def apply_filters(session: Session, run: GenerationRun, config: FilterConfig) ->
         report.logprob_threshold = logprob_threshold([q.logprob for q in alive], config.logprob_quantile)
         alive = _drop_unlikely(alive, report.logprob_threshold)
     if config.round_trip is not None:
+        k = config.round_trip_k
+        if k is None:
+            report.example_ranks = example_round_trip(session, run, config.round_trip)
+            k = round_trip_depth(report.example_ranks, corpus_counts(session, run.task.corpus)[0])
+        report.round_trip_k = k
         trips = round_trip_filter(
-            [(query.text, query.document_id) for query in alive],
-            config.round_trip,
-            config.round_trip_k,
-            batch_size=config.batch_size,
+            [(query.text, query.document_id) for query in alive], config.round_trip, k, batch_size=config.batch_size
         )
         passed: list[SyntheticQuery] = []
         for query, trip in zip(alive, trips, strict=True):
             query.score = float(trip.rank) if trip.rank is not None else None
-            if trip.kept(config.round_trip_k):
+            if trip.kept(k):
                 passed.append(query)
             else:
                 _drop(query, trip.reason)

@@ -49,7 +49,7 @@ from ferret.core.pipeline.promptagator.configure import configure_stage
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
-from ferret.core.synth.filters import FilterConfig, Retriever, apply_filters, length_bounds
+from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters, length_bounds
 from ferret.core.synth.generation import generate
 from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever, SearcherRetriever
 from ferret.core.training.config import DualEncoderTrainingConfig
@@ -148,7 +148,7 @@ def _round_trip_retriever(context: StageContext, corpus: Corpus, config: Pipelin
                 f"Round trip 'hybrid' searches the active index, and corpus {corpus.name!r} has none; index it first."
             )
         searcher = Searcher.over(session, settings, context.backend)
-        return SearcherRetriever(searcher, corpus.name, mode="hybrid", depth=config.round_trip_k)
+        return SearcherRetriever(searcher, corpus.name, mode="hybrid", depth=_round_trip_depth(config))
     registry = ModelRegistry(session, settings)
     model = registry.ensure_base() if config.round_trip == BASE_MODEL_NAME else registry.get(config.round_trip)
     if context.index_backend is not None:
@@ -156,9 +156,14 @@ def _round_trip_retriever(context: StageContext, corpus: Corpus, config: Pipelin
         if live:
             searcher = Searcher.over(session, settings, context.backend)
             index = max(live, key=lambda v: v.version)
-            depth = config.round_trip_k
+            depth = _round_trip_depth(config)
             return SearcherRetriever(searcher, corpus.name, mode="dense", depth=depth, index_version=index)
     return EncoderRetriever.for_corpus(session, corpus, registry.encoder(model))
+
+
+def _round_trip_depth(config: PipelineConfig) -> int:
+    """How deep the round-trip retriever ranks: the given K, or deep enough to derive K from the examples."""
+    return config.round_trip_k if config.round_trip_k is not None else ROUND_TRIP_MAX_K
 
 
 def _own_model(session: Session, state: PipelineState) -> ModelVersion | None:

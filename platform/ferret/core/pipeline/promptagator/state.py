@@ -38,10 +38,11 @@ class PipelineConfig:
     item 5); None: off."""
     basic_filters: bool = True
     """Length, copy and duplicate filters; off for the 'unfiltered' baseline."""
-    round_trip_k: int = 10
-    """Keep (q, d) when d is in q's top K. Promptagator keeps top 1 with its own retriever; with the small embedded
-    generator, round trip by the base model at K=10 kept 290 of 1,183 SciFact queries and the trained model beat
-    the base model (benchmarks/RESULTS.md), where K=1 kept 21 of 719 and lost."""
+    round_trip_k: int | None = None
+    """Keep (q, d) when d is in q's top K. None: K follows the task's examples, the smallest depth at which three in
+    four of them find their own document, 10 to 100 (``ferret.core.synth.filters.round_trip_depth``). Promptagator
+    keeps top 1 with its own retriever; with the small embedded generator K=10 beat K=1 on SciFact and K=100 beat
+    K=10 on NFCorpus's topic queries (benchmarks/RESULTS.md)."""
     best_of_n: bool = False
     held_out_fraction: float = 0.1
     learning_rate: float = 1e-5
@@ -93,7 +94,7 @@ class PipelineConfig:
             raise InvalidInputError("The base weight must be between 0 and 1.")
         if self.logprob_quantile is not None and not 0.0 < self.logprob_quantile < 1.0:
             raise InvalidInputError("The log-probability quantile must be above 0 and below 1.")
-        if self.round_trip_k < 1:
+        if self.round_trip_k is not None and self.round_trip_k < 1:
             raise InvalidInputError("The round-trip K must be at least 1.")
         if self.cropping_warmup_steps < 0:
             raise InvalidInputError("The cropping warm-up steps must be at least 0.")

@@ -28,7 +28,7 @@ def _launch_form(task_names: list[str]) -> None:
         max_steps = right.number_input("Training steps (0: scaled to the data)", 0, value=0, key="launch-steps")
         left, middle, right = st.columns(3)
         round_trip = left.selectbox("Round-trip filter", ["base", "bm25", "none"], key="launch-round-trip")
-        round_trip_k = middle.number_input("Round-trip K", 1, 1000, DEFAULTS.round_trip_k, key="launch-k")
+        round_trip_k = middle.number_input("Round-trip K (0: from the examples)", 0, 100, 0, key="launch-k")
         promote = right.selectbox("Promote", ["auto", "force", "never"], key="launch-promote")
         model_name = st.text_input("Model version name (empty: <task>-job<id>)", key="launch-model-name")
         if st.form_submit_button("Launch", type="primary"):
@@ -39,7 +39,7 @@ def _launch_form(task_names: list[str]) -> None:
                     queries_per_doc=int(queries_per_doc),
                     max_steps=int(max_steps) or None,
                     round_trip=round_trip,
-                    round_trip_k=int(round_trip_k),
+                    round_trip_k=int(round_trip_k) or None,
                     promote=cast(Literal["auto", "force", "never"], promote),
                     model_name=model_name.strip() or None,
                 ).validated()
