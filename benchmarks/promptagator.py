@@ -10,9 +10,9 @@ Usage:
 Few-shot examples come from the train split only (a fixed-seed sample, recorded in the output). Rows: BM25 |
 base | zero-shot trained | few-shot unfiltered | few-shot filtered (Promptagator: round trip with the retriever
 trained on the unfiltered pairs, K=1) | best recipe (Ferret's defaults: examples cut to 250 characters in the
-prompt, length/copy filters, round trip with the base model at the K the examples give, lr 1e-5, WiSE-FT 0.5). "unfiltered" and
-"filtered" are the naive recipe of EVALUATION.md (whole examples, learning rate 2e-5, batch 32, one epoch, no
-length/copy filters), the case the guard must refuse.
+prompt, length/copy filters, round trip with the base model at the K the examples give, lr 1e-5, WiSE-FT 0.5).
+"unfiltered" and "filtered" are the naive recipe of EVALUATION.md (whole examples, learning rate 2e-5, batch 32, one
+epoch, no length/copy filters), the case the guard must refuse.
 ``--variant NAME=JSON`` adds a few-shot row whose pipeline settings are the best recipe's with JSON's keys changed
 (the recipe study: one change at a time); the key ``example_chars`` changes the prompt instead (a task of its own,
 with its own generation run). A row whose model already exists in ``--home`` is reused, not trained again, so a

@@ -3,7 +3,8 @@
 Usage:
     python benchmarks/search_configs.py --dataset ../shared/datasets/scifact --home DIR \
         [--e-doc Article --e-query Claim --description "..."] [--max-documents 400 --queries-per-doc 3] \
-        [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--json OUT]
+        [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--json OUT] \
+        [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the untrained default) |
 base + fusion tuned from the task's 8 examples only (no LLM) | trained retriever (RRF) | trained + tuned fusion
@@ -95,6 +96,12 @@ def main() -> None:
     parser.add_argument("--no-reranker", action="store_true", help="leave the reranker rows out")
     parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
     parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
+    parser.add_argument(
+        "--retriever-name",
+        default=RETRIEVER,
+        help="the trained retriever's model version (another name: trained again"
+        " on the same generation run, e.g. with another --round-trip-k)",
+    )
     parser.add_argument(
         "--hard-negatives", choices=("none", "bm25", "residual"), default="none",
         help="the trained retriever's negatives: residual trains on what BM25 misses (CLEAR)",
@@ -188,10 +195,10 @@ def main() -> None:
 
         pipeline = PipelineConfig(
             queries_per_doc=args.queries_per_doc, max_documents=args.max_documents, promote="never",
-            model_name=RETRIEVER, seed=args.seed, round_trip_k=args.round_trip_k,
+            model_name=args.retriever_name, seed=args.seed, round_trip_k=args.round_trip_k,
             hard_negatives=args.hard_negatives, logprob_quantile=args.logprob_quantile,
         )  # fmt: skip
-        state = PipelineState.start(task, pipeline, model_name=RETRIEVER, reference_model="base")
+        state = PipelineState.start(task, pipeline, model_name=args.retriever_name, reference_model="base")
         stage_context = StageContext(ctx.session, ctx.settings, index_backend=ctx.backend)
         previous = latest_run(ctx.session, task)
         if args.no_generate and previous is not None:
@@ -209,9 +216,10 @@ def main() -> None:
         # the corpus (the same ranking, MaxP).
         base_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, registry.ensure_base(), console.print)
         bounds = length_bounds(task)
+        depth = args.round_trip_k or ROUND_TRIP_MAX_K
         filters = apply_filters(
             ctx.session, run,
-            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, depth=args.round_trip_k or ROUND_TRIP_MAX_K,
+            FilterConfig(round_trip=SearcherRetriever(searcher, corpus_name, depth=depth,
                                                       mode="dense" if args.round_trip == "base" else "hybrid",
                                                       index_version=base_index),
                          round_trip_k=args.round_trip_k, min_words=bounds.get("min_words", 3),
@@ -223,11 +231,11 @@ def main() -> None:
             f"generation run {run.id}: {run.counters}; filters {state.filters} ({time.perf_counter() - started:.0f} s)"
         )
         report["filters"] = state.filters
-        retriever = find_model_version(ctx.session, RETRIEVER)
+        retriever = find_model_version(ctx.session, args.retriever_name)
         if retriever is None and args.train_retriever:
             for stage in (train_stage, guard_stage, index_stage):
                 state = stage(stage_context, state)
-            retriever = registry.get(RETRIEVER)
+            retriever = registry.get(args.retriever_name)
         report["stage_seconds"] = state.seconds
         console.print("pipeline stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in state.seconds.items()))
         passages = passage_texts(document_texts(ctx.session, corpus))

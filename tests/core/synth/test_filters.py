@@ -220,12 +220,13 @@ def test_round_trip_depth_follows_where_the_examples_find_their_documents() -> N
     topics = [3, 25, 41, 60, 70, 80, None, None]  # a topic's own document is one of many
     assert round_trip_depth(claims, documents=5000) == 10
     assert round_trip_depth(topics, documents=5000) == 80  # three in four examples pass at 80
-    assert round_trip_depth(topics[:6] + [1, 2], documents=5000) == 60
+    assert round_trip_depth([*topics[:6], 1, 2], documents=5000) == 60
     assert round_trip_depth([None] * 8, documents=5000) == 100  # the ceiling
     assert round_trip_depth(topics, documents=600) == 30  # at most a twentieth of the corpus
     assert round_trip_depth(topics, documents=40) == 10  # never under the floor
     assert round_trip_depth([], documents=5000) == 10
-    assert round_trip_reason([25, None, 3]) == "the task's examples find their own documents at ranks 3, 25 and beyond 100"
+    reason = round_trip_reason([25, None, 3])
+    assert reason == "the task's examples find their own documents at ranks 3, 25 and beyond 100"
 
 
 def test_round_trip_k_from_the_examples(session: Session, task: RetrievalTask, corpus: Corpus) -> None:
@@ -320,7 +321,8 @@ def test_cli_filter(session: Session, task: RetrievalTask) -> None:
 
     assert result.exit_code == 0, result.output
     printed = " ".join(result.output.split())
-    assert f"run {run.id}: kept 1 of 3 usable queries; dropped: round-trip 1, too short 1; failed generations: 0" in printed
+    kept = f"run {run.id}: kept 1 of 3 usable queries; dropped: round-trip 1, too short 1; failed generations: 0"
+    assert kept in printed
     assert "round trip K=10: the task's examples find their own documents at ranks 1 and 1" in printed
     wrong = runner.invoke(app, ["task", "filter", "facts", "--run", "999"])
     assert wrong.exit_code == 1 and "Generation run 999 does not exist." in " ".join(wrong.output.split())
