@@ -79,14 +79,15 @@ class FerretSettings(BaseSettings):
         "requests, not from splitting one small batch (benchmarks/RESULTS.md, issue 16).",
     )
     query_encoder_workers: int = Field(
-        default=2,
+        default=1,
         ge=1,
         le=64,
         description="Query batches the ONNX tower encodes at once, each in its own thread (as a model server runs "
-        "several instances of a model); torch towers encode one batch at a time. With one ONNX Runtime thread per "
-        "batch, one worker can never use more than one core: on 2 cores at 32 clients two workers served 66-73 "
-        "searches/s in five runs against 61-71 in four for one (+5%), with 1.6 against 1.4 server cores busy and the "
-        "same p99 (benchmarks/RESULTS.md, issue 16, eleventh session).",
+        "several instances of a model); torch towers encode one batch at a time. On the 2-core AVX-512 VM at 32 "
+        "clients one worker served 111-119 searches/s with p99 419-481 ms in three runs, two 103-111/s with p99 "
+        "509-589 ms in five: the second encoder takes the core that the request holding the GIL needs. On the slower "
+        "AVX2 VM two gave +5% (benchmarks/RESULTS.md, issue 16, eleventh and sixteenth sessions). Raise it on a "
+        "machine with cores to spare.",
     )
     reranker_runtime: QueryEncoderKind = Field(
         default="onnx-int8",
