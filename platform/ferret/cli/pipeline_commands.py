@@ -13,7 +13,6 @@ from ferret.core.db.task import get_task
 from ferret.core.errors import InvalidInputError
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, PipelineResult, pipeline_result
 from ferret.core.pipeline.promptagator.state import PipelineState
-from ferret.core.synth.filters import round_trip_reason
 from ferret.runtime.context import app_context
 
 pipeline_app = typer.Typer(help="Train a retriever for a task from its examples.", no_args_is_help=True)
@@ -100,8 +99,8 @@ def print_result(result: PipelineResult) -> None:
         f"generation run {result.run.id}: {counters.get('documents', 0)} documents, "
         f"{result.filters.kept} queries kept of {result.filters.considered}; dropped {dict(result.filters.dropped)}"
     )
-    if result.filters.example_ranks is not None:
-        console.print(f"round trip K={result.filters.round_trip_k}: {round_trip_reason(result.filters.example_ranks)}")
+    if (summary := result.filters.round_trip_summary()) is not None:
+        console.print(summary)
     guard = result.guard
     table = Table(title=f"guard: {result.model.name} vs the active model")
     for column in ("", "examples MRR@10", "held-out MRR@10", "held-out R@10"):

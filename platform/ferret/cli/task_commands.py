@@ -15,7 +15,7 @@ from ferret.core.db.synthetic import get_run, latest_run, list_runs
 from ferret.core.db.task import delete_task, first_external_ids, get_task, list_tasks, task_run_counts
 from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.errors import InvalidInputError
-from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters, round_trip_reason
+from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters
 from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
 from ferret.core.synth.task_spec import (
     ExampleSpec,
@@ -211,5 +211,5 @@ def filter_command(
             f"run {run.id}: kept {report.kept} of {report.considered} usable queries; dropped: {dropped}; "
             f"failed generations: {report.failed}"
         )
-        if report.example_ranks is not None:
-            console.print(f"round trip K={report.round_trip_k}: {round_trip_reason(report.example_ranks)}")
+        if (summary := report.round_trip_summary()) is not None:
+            console.print(summary)

@@ -255,6 +255,7 @@ def test_round_trip_k_from_the_examples(session: Session, task: RetrievalTask, c
     # A given K is used as it is, and no examples are ranked.
     report = apply_filters(session, run, FilterConfig(round_trip=bm25, round_trip_k=3))
     assert report.example_ranks is None and report.round_trip_k == 3
+    assert report.round_trip_summary() is None  # nothing derived, nothing to explain
 
 
 def test_round_trip_filter_with_any_retriever() -> None:

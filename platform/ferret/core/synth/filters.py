@@ -100,6 +100,12 @@ class FilterReport:
             data["example_ranks"] = list(self.example_ranks)
         return data
 
+    def round_trip_summary(self) -> str | None:
+        """'round trip K=…: why' when K was derived from the examples (for the CLI and logs), else None."""
+        if self.example_ranks is None:
+            return None
+        return f"round trip K={self.round_trip_k}: {round_trip_reason(self.example_ranks)}"
+
 
 @dataclass(frozen=True)
 class RoundTrip:
