@@ -25,7 +25,7 @@ cores may be shared. Reported: p50/p99 per request and the ratio API / in-proces
 --query-encoder sets FERRET_QUERY_ENCODER for this process and the server; --profile FILE samples the server with
 py-spy (``pip install py-spy``; needs ptrace rights) during the 32-client row: every thread, waiting ones included,
 each stack under its thread's name (the query batcher's thread shows how busy the encoder is, the AnyIO workers
-where a request waits).
+where a request waits); with --profile-gil only the thread holding the GIL (the searches' serial part).
 Push: --push-docs documents of the datasets (0: none), in batches of --push-batch, through ``POST .../documents``
 into a fresh corpus with an active index version (above the synchronous line each batch is a ``push_index`` job),
 then the same batches again (all unchanged: the idempotent path). Reported in documents/s until searchable.
@@ -252,12 +252,16 @@ def process_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_profiler(pid: int, seconds: float, output: Path) -> subprocess.Popen[bytes]:
+def start_profiler(pid: int, seconds: float, output: Path, gil: bool = False) -> subprocess.Popen[bytes]:
     """py-spy (PyPI) sampling the server's threads for ``seconds``, without pausing it (--nonblocking), as folded
-    stacks (one line per distinct stack with its sample count: grep and sort them, or feed them to a flame graph)."""
+    stacks (one line per distinct stack with its sample count: grep and sort them, or feed them to a flame graph).
+    With ``gil``, only the thread holding the GIL is sampled: where the serial part of a search goes."""
     py_spy = Path(sys.executable).with_name("py-spy")
     command = [str(py_spy) if py_spy.exists() else "py-spy", "record", "--pid", str(pid), "--nonblocking"]
-    command += ["--idle", "--threads"]  # waiting threads too, each stack under its thread's name: where requests wait
+    if gil:
+        command += ["--gil", "--threads"]
+    else:
+        command += ["--idle", "--threads"]  # waiting threads too, each under its thread's name: where requests wait
     command += ["--format", "raw", "--rate", "100", "--duration", str(max(1, round(seconds))), "--output", str(output)]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
@@ -272,6 +276,7 @@ def api_latencies(
     seconds: float,
     server_pid: int,
     profile: Path | None = None,
+    profile_gil: bool = False,
 ) -> list[dict[str, Any]]:
     """One row per concurrency, with the CPU (in cores) the server and the load generator used during it; with
     ``profile``, py-spy samples the server during the busiest row."""
@@ -297,7 +302,7 @@ def api_latencies(
             )
             profiler = None
             if profile is not None and concurrency == max(API_CONCURRENCY):
-                profiler = start_profiler(server_pid, seconds + (3 if client == "wrk" else 0), profile)
+                profiler = start_profiler(server_pid, seconds + (3 if client == "wrk" else 0), profile, profile_gil)
             if client == "wrk":
                 url = f"{base}/v1/corpora/{SEARCH_CORPUS}/search"
                 row = wrk_load.measure_wrk(url, headers, bodies, concurrency, seconds)
@@ -399,6 +404,7 @@ def main() -> None:
     parser.add_argument("--no-search", action="store_true", help="the push part only")
     parser.add_argument("--api-only", action="store_true", help="no in-process rows (the ratio columns read n/a)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy's folded stacks of the server at 32 clients")
+    parser.add_argument("--profile-gil", action="store_true", help="--profile samples only the thread holding the GIL")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per wrk row (after 3 s of warm-up)")
     parser.add_argument(
         "--query-encoder",
@@ -433,7 +439,16 @@ def main() -> None:
             base = f"http://127.0.0.1:{port}"
             if not args.no_search:
                 result["api"] = api_latencies(
-                    base, key, queries, args.mode, len(queries), args.client, args.seconds, server.pid, args.profile
+                    base,
+                    key,
+                    queries,
+                    args.mode,
+                    len(queries),
+                    args.client,
+                    args.seconds,
+                    server.pid,
+                    args.profile,
+                    args.profile_gil,
                 )
                 print_search_table(result)  # before the push part, so its figures survive a failed push
             if args.push_docs:

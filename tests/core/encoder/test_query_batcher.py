@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from ferret.core.encoder.query_batcher import QueryBatcher
 from ferret.core.encoder.query_encoder import query_encoder
 from ferret.core.encoder.registry import ModelRegistry, load_encoder
 from ferret.core.index.edge_backend import EdgeIndexBackend
-from ferret.core.index.types import SearchMode
+from ferret.core.index.types import SearchHit, SearchMode, SearchRequest
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings, QueryEncoderKind
@@ -184,3 +185,33 @@ def test_several_workers_encode_batches_at_once(home: Home) -> None:
         np.testing.assert_allclose(answer, home.encoder.encode_queries(QUERIES[i * 3 : i * 3 + 3]), atol=1e-5)
     with pytest.raises(ValueError, match="workers"):
         QueryBatcher(encode, workers=0)
+
+
+def test_a_long_batch_takes_its_first_stage_in_turns_with_the_same_results(home: Home) -> None:
+    """On the embedded backend concurrent searches take turns for the first stage (its queries hold the GIL); a batch
+    of 24 queries takes its turns 16 at a time, so an interactive search never waits behind a whole evaluation, and
+    its results are those of the queries searched one by one."""
+
+    class CountingBackend(EdgeIndexBackend):
+        """The real Edge backend, recording how many first-stage queries each call sends to the shard."""
+
+        sizes: ClassVar[list[int]] = []
+
+        def search_batch(self, name: str, requests: Sequence[SearchRequest]) -> list[list[SearchHit]]:
+            self.sizes.append(len(requests))
+            return super().search_batch(name, requests)
+
+    backend = CountingBackend(home.settings.qdrant_path)
+    searcher = Searcher(home.settings, backend, sessionmaker(get_engine(home.settings.database_url)))
+    try:
+        assert backend.serial_queries
+        alone = [searcher.search("kb", query, k=5) for query in QUERIES]
+        backend.sizes.clear()
+        together = searcher.search_many("kb", QUERIES, k=5)
+    finally:
+        searcher.close()
+        backend.close()
+    assert len(QUERIES) == 24
+    assert backend.sizes == [32, 16]  # hybrid: a dense and a BM25 query per search, 16 searches per turn
+    for one, batch in zip(alone, together, strict=True):
+        assert [r.external_id for r in batch] == [r.external_id for r in one]

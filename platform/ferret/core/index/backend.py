@@ -31,6 +31,10 @@ class IndexBackend(ABC):
     """Storage and search of dense + BM25 sparse vectors with payloads, in versioned collections."""
 
     kind: ClassVar[str]
+    serial_queries: ClassVar[bool] = False
+    """True when this backend's queries run inside this process holding the GIL (Qdrant Edge): concurrent searches
+    cannot overlap there, so the searcher runs their first stage one at a time rather than let them contend for it.
+    A server backend waits on the network with the GIL released, and its searches stay concurrent."""
 
     @abstractmethod
     def create_collection(self, collection: str, dimension: int) -> None:

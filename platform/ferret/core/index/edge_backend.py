@@ -96,6 +96,7 @@ class EdgeIndexBackend(IndexBackend):
     """
 
     kind = "embedded"
+    serial_queries = True  # Edge's native query holds the GIL: two threads query a shard no faster than one
 
     def __init__(self, root: Path) -> None:
         self.root = root

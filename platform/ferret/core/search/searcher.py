@@ -131,6 +131,10 @@ def fused_search(
     return with_payloads(hits, requests, backend.payloads(target, wanted)) if wanted else hits
 
 
+_FIRST_STAGE_TURN = 16
+"""Most queries of one batch whose first stage runs in one turn of ``Searcher._first_stage_lock``."""
+
+
 class Searcher:
     def __init__(self, settings: FerretSettings, backend: IndexBackend, sessions: SessionSource) -> None:
         self.settings = settings
@@ -145,6 +149,10 @@ class Searcher:
         self.query_batchers: dict[str, QueryBatcher] = {}
         """Model folder → the batcher that encodes concurrent searches' queries together (one worker thread each)."""
         self._batchers_lock = threading.Lock()
+        self._first_stage_lock = threading.Lock() if backend.serial_queries else None
+        """Concurrent searches take turns for the first stage (query, hits, fusion, payloads) on a backend whose
+        queries hold the GIL: it is serial work either way, and 32 threads contending for it ran 85-116 searches/s
+        at 100k passages on 2 cores against 105-137 taking turns (benchmarks/RESULTS.md, issue 16)."""
 
     @classmethod
     def over(cls, session: Session, settings: FerretSettings, backend: IndexBackend) -> Searcher:
@@ -268,6 +276,17 @@ class Searcher:
         )[0]
 
     def _query(self, target: str, requests: list[SearchRequest], fusion: Fusion | None = None) -> list[list[SearchHit]]:
+        if self._first_stage_lock is None:
+            return self._first_stage(target, requests, fusion)
+        # A long batch (an evaluation) takes its turns a few queries at a time, so interactive searches in the same
+        # process wait for one slice, never for the whole batch.
+        hits: list[list[SearchHit]] = []
+        for start in range(0, len(requests), _FIRST_STAGE_TURN):
+            with self._first_stage_lock:
+                hits += self._first_stage(target, requests[start : start + _FIRST_STAGE_TURN], fusion)
+        return hits
+
+    def _first_stage(self, target: str, requests: list[SearchRequest], fusion: Fusion | None) -> list[list[SearchHit]]:
         # Hybrid is fused here, RRF included: Qdrant's prefetch ranks BM25 candidates by scores whose last bits vary
         # from one build to the next, and only here are near-equal candidates settled first (issue 11, item 14).
         if fusion is not None or any(request.mode == "hybrid" for request in requests):
