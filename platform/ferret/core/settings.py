@@ -85,8 +85,10 @@ class FerretSettings(BaseSettings):
         description="Query batches the ONNX tower encodes at once, each in its own thread (as a model server runs "
         "several instances of a model); torch towers encode one batch at a time. On the 2-core AVX-512 VM at 32 "
         "clients one worker gave p99 419-502 ms in five runs of six (635 ms and 88/s in the sixth), two 509-589 ms "
-        "in five of five: the second encoder takes the core that the request holding the GIL needs. On the slower "
-        "AVX2 VM two gave +5% (benchmarks/RESULTS.md, issue 16, eleventh and sixteenth sessions). Raise it on a "
+        "in five of five: the second encoder takes the core that the request holding the GIL needs; with searches "
+        "taking turns for the shard, two gave 104-112/s and p99 548-549 ms against one's 126-148/s and 342-451 ms. "
+        "On the slower AVX2 VM two gave +5% (benchmarks/RESULTS.md, issue 16, eleventh to seventeenth sessions). "
+        "Raise it on a "
         "machine with cores to spare.",
     )
     reranker_runtime: QueryEncoderKind = Field(
