@@ -152,7 +152,7 @@ class Searcher:
         self._first_stage_lock = threading.Lock() if backend.serial_queries else None
         """Concurrent searches take turns for the first stage (query, hits, fusion, payloads) on a backend whose
         queries hold the GIL: it is serial work either way, and 32 threads contending for it ran 85-116 searches/s
-        at 100k passages on 2 cores against 105-137 taking turns (benchmarks/RESULTS.md, issue 16)."""
+        at 100k passages on 2 cores against 126-148 taking turns (benchmarks/RESULTS.md, seventeenth session)."""
 
     @classmethod
     def over(cls, session: Session, settings: FerretSettings, backend: IndexBackend) -> Searcher:
