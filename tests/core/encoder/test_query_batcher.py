@@ -187,10 +187,10 @@ def test_several_workers_encode_batches_at_once(home: Home) -> None:
         QueryBatcher(encode, workers=0)
 
 
-def test_a_long_batch_takes_its_first_stage_in_turns_with_the_same_results(home: Home) -> None:
-    """On the embedded backend concurrent searches take turns for the first stage (its queries hold the GIL); a batch
-    of 24 queries takes its turns 16 at a time, so an interactive search never waits behind a whole evaluation, and
-    its results are those of the queries searched one by one."""
+def test_searches_take_turns_for_the_first_stage_and_a_long_batch_runs_at_once(home: Home) -> None:
+    """On the embedded backend a search's first stage waits for its turn (Edge's queries hold the GIL); a batch of
+    24 queries (an evaluation) needs no turn and runs as one Qdrant batch, with the results of the queries searched
+    one by one. A search issued while another holds the turn completes only once the turn is given back."""
 
     class CountingBackend(EdgeIndexBackend):
         """The real Edge backend, recording how many first-stage queries each call sends to the shard."""
@@ -208,10 +208,24 @@ def test_a_long_batch_takes_its_first_stage_in_turns_with_the_same_results(home:
         alone = [searcher.search("kb", query, k=5) for query in QUERIES]
         backend.sizes.clear()
         together = searcher.search_many("kb", QUERIES, k=5)
+        assert backend.sizes == [2 * len(QUERIES)]  # hybrid: a dense and a BM25 query per search, in one batch
+
+        lock = searcher._first_stage_lock
+        assert lock is not None
+        finished = threading.Event()
+
+        def search_once() -> None:
+            searcher.search("kb", QUERIES[0], k=5)
+            finished.set()
+
+        with lock:  # another search holds the turn
+            waiting = threading.Thread(target=search_once)
+            waiting.start()
+            assert not finished.wait(1.0)
+        assert finished.wait(60)
+        waiting.join()
     finally:
         searcher.close()
         backend.close()
-    assert len(QUERIES) == 24
-    assert backend.sizes == [32, 16]  # hybrid: a dense and a BM25 query per search, 16 searches per turn
     for one, batch in zip(alone, together, strict=True):
         assert [r.external_id for r in batch] == [r.external_id for r in one]
