@@ -447,8 +447,8 @@ def main() -> None:
                     args.client,
                     args.seconds,
                     server.pid,
-                    args.profile,
-                    args.profile_gil,
+                    profile=args.profile,
+                    profile_gil=args.profile_gil,
                 )
                 print_search_table(result)  # before the push part, so its figures survive a failed push
             if args.push_docs:

@@ -88,8 +88,7 @@ class FerretSettings(BaseSettings):
         "in five of five: the second encoder takes the core that the request holding the GIL needs; with searches "
         "taking turns for the shard, two gave 104-112/s and p99 548-549 ms against one's 126-148/s and 342-451 ms. "
         "On the slower AVX2 VM two gave +5% (benchmarks/RESULTS.md, issue 16, eleventh to seventeenth sessions). "
-        "Raise it on a "
-        "machine with cores to spare.",
+        "Raise it on a machine with cores to spare.",
     )
     reranker_runtime: QueryEncoderKind = Field(
         default="onnx-int8",

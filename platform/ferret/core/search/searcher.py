@@ -131,7 +131,7 @@ def fused_search(
     return with_payloads(hits, requests, backend.payloads(target, wanted)) if wanted else hits
 
 
-_FIRST_STAGE_TURN = 16
+_TURN_MAX_QUERIES = 16
 """Searches of up to this many queries take turns for the first stage (``Searcher._first_stage_lock``)."""
 
 
@@ -279,7 +279,7 @@ class Searcher:
         # A long batch (an evaluation) needs no turn: it runs as one Qdrant batch, which is faster than slices of it
         # (300 SciFact queries: 3.0-3.4 s against 4.1-4.2 s in turns of 16), and interactive searches never wait
         # behind all of it.
-        if self._first_stage_lock is None or len(requests) > _FIRST_STAGE_TURN:
+        if self._first_stage_lock is None or len(requests) > _TURN_MAX_QUERIES:
             return self._first_stage(target, requests, fusion)
         with self._first_stage_lock:
             return self._first_stage(target, requests, fusion)
