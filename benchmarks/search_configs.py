@@ -11,7 +11,9 @@ base + fusion tuned from the task's 8 examples only (no LLM) | trained retriever
 (examples + held-out synthetic queries) | + distillation (``--distilled-dir``: a dual encoder distilled elsewhere,
 under the same tuned fusion) | + reranker at the default depth | the configuration the guard promotes.
 ``--hard-negatives residual`` trains the retriever on what BM25 misses, ``--logprob-quantile`` adds the generator
-log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage. Document
+log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage, and
+``--max-steps``, ``--learning-rate``, ``--base-weight`` change the trained retriever's budget (with
+``--no-generate --retriever-name NAME``: another model from the same generation run). Document
 expansion (doc2query--) has its own script, ``benchmarks/doc2query.py``: it is not an index version yet.
 Each row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on
 this machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row
@@ -115,6 +117,19 @@ def main() -> None:
         help="the round trip's first stage: the base index (dense) or the hybrid search over it",
     )  # fmt: skip
     parser.add_argument(
+        "--max-steps", type=int, default=None,
+        help="the trained retriever's steps (default: about one epoch of the kept pairs, at least 20)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--learning-rate", type=float, default=None,
+        help="the trained retriever's learning rate (default: the pipeline's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--base-weight", type=float, default=None,
+        help="WiSE-FT: the base model's share of the trained retriever's saved weights (default: the pipeline's; 0: the"
+        " fine-tuned weights alone)",
+    )  # fmt: skip
+    parser.add_argument(
         "--distilled-dir", type=Path, default=None,
         help="a dual encoder distilled elsewhere (issue 12 item 4): registered, indexed and given its own row",
     )  # fmt: skip
@@ -196,7 +211,8 @@ def main() -> None:
         pipeline = PipelineConfig(
             queries_per_doc=args.queries_per_doc, max_documents=args.max_documents, promote="never",
             model_name=args.retriever_name, seed=args.seed, round_trip_k=args.round_trip_k,
-            hard_negatives=args.hard_negatives, logprob_quantile=args.logprob_quantile,
+            hard_negatives=args.hard_negatives, logprob_quantile=args.logprob_quantile, max_steps=args.max_steps,
+            **{name: value for name in ("learning_rate", "base_weight") if (value := getattr(args, name)) is not None},
         )  # fmt: skip
         state = PipelineState.start(task, pipeline, model_name=args.retriever_name, reference_model="base")
         stage_context = StageContext(ctx.session, ctx.settings, index_backend=ctx.backend)
