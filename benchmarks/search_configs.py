@@ -7,9 +7,11 @@ Usage:
         [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the untrained default) |
-base + fusion tuned from the task's 8 examples only (no LLM) | trained retriever (RRF) | trained + tuned fusion
-(examples + held-out synthetic queries) | + distillation (``--distilled-dir``: a dual encoder distilled elsewhere,
-under the same tuned fusion) | + reranker at the default depth | the configuration the guard promotes.
+base + fusion tuned from the task's 8 examples only (no LLM) | base + fusion tuned on the examples and held-out
+synthetic queries | trained retriever (RRF) | trained + tuned fusion (the same evidence) | + distillation
+(``--distilled-dir``: a dual encoder distilled elsewhere, under the same tuned fusion) | + reranker at the default
+depth | the configuration the guard promotes, built, as the pipeline's ``configure`` stage builds it, on whichever of
+the two tuned retrievers scores higher on the evidence.
 ``--hard-negatives residual`` trains the retriever on what BM25 misses, ``--logprob-quantile`` adds the generator
 log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage, and
 ``--max-steps``, ``--learning-rate``, ``--base-weight`` change the trained retriever's budget (with
@@ -152,6 +154,7 @@ def main() -> None:
     from ferret.core.eval.beir import load_qrels, load_queries
     from ferret.core.eval.evaluate import corpus_name_for, ensure_index
     from ferret.core.eval.metrics import evaluate_run
+    from ferret.core.pipeline.promptagator.configure import tune_retrievers
     from ferret.core.pipeline.promptagator.state import PipelineConfig
     from ferret.core.rerank.cross_encoder import load_reranker
     from ferret.core.rerank.stage import register_reranker, reranker_groups, train_reranker
@@ -271,11 +274,20 @@ def main() -> None:
         # -- the configurations --------------------------------------------------------------------------------------
         examples_only = choose_fusion(searcher, base, Evidence(labelled_examples, []))
         console.print(f"base fusion from the examples only: {examples_only.reason}")
-        choice = choose_fusion(searcher, trained, tuning)
-        console.print(f"tuned fusion ({trained.label}): {choice.reason}")
-        report["notes"] += [f"examples only: {examples_only.as_dict()}", f"trained: {choice.as_dict()}"]
-        tuned = SearchPlan(trained.collection, trained.model_path, choice.fusion, label="trained+fusion")
-        first = "trained + tuned fusion" if retriever is not None else "base + tuned fusion"
+        # as the pipeline's configure stage: fusion tuned for the trained retriever and for the base on the same
+        # evidence, the one with the higher objective kept
+        base_model = registry.ensure_base()
+        retrievers = [(retriever, trained)] if retriever is not None else []
+        tuned_all = tune_retrievers(searcher, [*retrievers, (base_model, base)], tuning)
+        choices = {model.name: tuned_choice for model, _, tuned_choice in tuned_all}
+        for model, _, tuned_choice in tuned_all:
+            console.print(f"tuned fusion ({model.name}): {tuned_choice.reason}")
+        report["notes"] += [f"examples only: {examples_only.as_dict()}"]
+        report["notes"] += [f"{model}: {tuned_choice.as_dict()}" for model, tuned_choice in choices.items()]
+        trained_choice = choices[retriever.name] if retriever is not None else choices[base_model.name]
+        picked, _, choice = tuned_all[0]
+        first = "trained + tuned fusion" if picked is retriever else "base + tuned fusion"
+        console.print(f"the configure stage keeps {first!r}")
         plans: dict[str, tuple[SearchPlan, str | None]] = {
             "bm25": (base, "sparse"),
             "base dense": (base, "dense"),
@@ -285,9 +297,17 @@ def main() -> None:
                 "hybrid",
             ),
         }
+        plans["base + tuned fusion"] = (
+            SearchPlan(base.collection, base.model_path, choices[base_model.name].fusion, label="base+tuned"),
+            "hybrid",
+        )
         if retriever is not None:
             plans["trained retriever (rrf)"] = (trained, "hybrid")
-        plans[first] = (tuned, "hybrid")
+            plans["trained + tuned fusion"] = (
+                SearchPlan(trained.collection, trained.model_path, trained_choice.fusion, label="trained+fusion"),
+                "hybrid",
+            )
+        tuned = plans[first][0]
         if args.distilled_dir is not None:  # one change: the distilled dual encoder under the tuned fusion
             distilled = find_model_version(ctx.session, "distilled") or registry.register(
                 "distilled", args.distilled_dir.resolve(), parent=registry.ensure_base()
@@ -295,7 +315,7 @@ def main() -> None:
             ctx.session.commit()
             distilled_index = ensure_index(ctx.session, ctx.settings, ctx.backend, corpus, distilled, console.print)
             plans["+ distillation (tuned fusion)"] = (
-                SearchPlan(distilled_index.collection, distilled.path, choice.fusion, label="distilled"),
+                SearchPlan(distilled_index.collection, distilled.path, trained_choice.fusion, label="distilled"),
                 "hybrid",
             )
 

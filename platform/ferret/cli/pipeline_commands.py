@@ -136,6 +136,9 @@ def print_search_config(outcome: dict[str, Any] | None) -> None:
     console.print(
         f"search configuration {outcome.get('version')}: retriever {outcome.get('retriever')}; {fusion.get('reason')}"
     )
+    if compared := outcome.get("retrievers"):
+        scores = ", ".join(f"{name} {c['objective']:.3f}" for name, c in compared.items() if c["objective"] is not None)
+        console.print(f"  retrievers compared on the tuning evidence (objective, examples out of sample): {scores}")
     if reranker := outcome.get("reranker"):
         console.print(f"  reranker: {reranker.get('refused') or reranker.get('reason')}")
     guard = outcome.get("guard", {})

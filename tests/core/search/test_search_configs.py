@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,6 +30,7 @@ from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.training import RerankerTrainingConfig, check_pair_count, mine_negatives
 from ferret.core.search.configuration import (
+    SearchPlan,
     base_plan,
     plan_by_name,
     promote_config,
@@ -223,6 +225,47 @@ def test_fusion_is_tuned_only_with_enough_evidence(home: Home) -> None:
     assert choice.fusion == Fusion()
 
 
+def test_the_retriever_whose_tuned_fusion_scores_higher_is_kept(home: Home, tmp_path: Path) -> None:
+    """The configure stage does not assume its trained model is the better retriever: a model whose word embeddings
+    were shuffled (dense search at random) loses to the base model on the same evidence, although it comes first."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from ferret.core.pipeline.promptagator.configure import tune_retrievers
+
+    scrambled_dir = tmp_path / "scrambled"
+    model = SentenceTransformer(home.base.path, device="cpu", local_files_only=True)
+    transformer: Any = model[0]
+    embeddings = transformer.auto_model.get_input_embeddings().weight
+    with torch.no_grad():
+        embeddings.copy_(embeddings[torch.randperm(embeddings.shape[0], generator=torch.Generator().manual_seed(0))])
+    model.save(str(scrambled_dir))
+    scrambled = ModelRegistry(home.session, home.settings).register("scrambled", scrambled_dir, parent=home.base)
+    index = VersionedCollection(home.session, home.settings, home.backend, home.corpus).build(scrambled)
+    searcher = Searcher.over(home.session, home.settings, home.backend)
+    ids = {r.external_id: r.document_id for r in searcher.search("kb", "espresso tea volcano leave magma", k=10)}
+    queries = [
+        ("molten rock from below the ground", "volcano.txt"),
+        ("why the ground shakes", "tectonics.txt"),
+        ("a strong coffee", "espresso.txt"),
+        ("a hot drink made from leaves", "tea.txt"),
+        ("time off after a baby is born", "leave.txt"),
+        ("how to make a cup of coffee", "espresso.txt"),
+    ]
+    evidence = Evidence([LabelledQuery(q, ids[d]) for q, d in queries], [])
+    first = SearchPlan(index.collection, scrambled.path, label="scrambled")
+    tuned = tune_retrievers(searcher, [(scrambled, first), (home.base, base_plan(home.session, home.corpus))], evidence)
+    assert [m.name for m, _, _ in tuned] == ["base", "scrambled"]
+    assert tuned[0][2].objective is not None and tuned[1][2].objective is not None
+    assert tuned[0][2].objective > tuned[1][2].objective
+    # too little evidence to tune on: nothing to compare by, the given order stays
+    thin = Evidence(evidence.examples[:1], [])
+    assert [m.name for m, _, _ in tune_retrievers(searcher, [(scrambled, first), (home.base, first)], thin)] == [
+        "scrambled",
+        "base",
+    ]
+
+
 def test_the_configuration_guard_keeps_the_model_guards_rules() -> None:
     examples = [LabelledQuery("e", 1)]
     few = Evidence(examples, [LabelledQuery(f"q{i}", i) for i in range(10)])
@@ -254,7 +297,7 @@ def test_a_weight_the_examples_agree_on_is_chosen_and_its_example_ranks_are_out_
     agreed = [np.full(8, 1.0 if alpha >= 0.5 else 0.5) for alpha in ALPHAS]
     choice = fusion_from_ranks(rrf, agreed, evidence)
     assert choice.fusion == Fusion("convex", 0.6) and choice.example_ranks == (1.0,) * 8
-    assert choice.scores["examples out of sample"] == pytest.approx(1.0)
+    assert choice.scores["examples out of sample"] == pytest.approx(1.0) and choice.objective == pytest.approx(1.0)
 
 
 def test_a_weight_fitted_to_its_own_examples_is_refused_out_of_sample() -> None:
@@ -269,6 +312,7 @@ def test_a_weight_fitted_to_its_own_examples_is_refused_out_of_sample() -> None:
     assert in_sample.mean() == 0.75 and bootstrap_low(in_sample - rrf) > 0  # what the in-sample check would pass
     assert choice.fusion == Fusion() and "convex α=0.2 scores 0.750" in choice.reason and "not sure" in choice.reason
     assert choice.scores["examples out of sample"] == pytest.approx(0.5)
+    assert choice.objective == pytest.approx(0.5)  # RRF's: what a retriever tuned this way is compared by
 
 
 def test_the_objective_is_resampled_within_each_half() -> None:

@@ -113,11 +113,14 @@ class FusionChoice:
     example_ranks: tuple[float, ...] = ()
     """Reciprocal rank of each example under the weight chosen without it (empty when RRF is kept): what the
     configuration guard reads for the examples, instead of ranks the weight was fitted to."""
+    objective: float | None = None
+    """The evidence's objective under the fusion chosen, each example ranked out of sample (RRF's own when RRF is
+    kept); None when there was too little evidence to tune on. What retrievers are compared by."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "fusion": self.fusion.to_json(), "reason": self.reason, "scores": self.scores, "queries": self.queries,
-            "example_ranks": list(self.example_ranks),
+            "example_ranks": list(self.example_ranks), "objective": self.objective,
         }  # fmt: skip
 
 
@@ -201,7 +204,7 @@ def fusion_from_ranks(
         best = int(np.argmax(curve))
         return FusionChoice(
             RRF, f"RRF kept: the best convex weight α={ALPHAS[best]:.1f} scores {curve[best]:.3f} ≤ RRF's {rrf:.3f}",
-            scores, queries,
+            scores, queries, objective=rrf,
         )  # fmt: skip
     # each example ranked under the weight chosen without it: the tuning's gain on the examples, out of sample
     outside = np.array([ranks_of(select(i)[0])[i] for i in range(n)])
@@ -214,10 +217,12 @@ def fusion_from_ranks(
         return FusionChoice(
             RRF, f"RRF kept: convex α={alpha:.1f} scores {value:.3f} against RRF's {rrf:.3f}, but the gain is not "
             f"sure (5th percentile over bootstrap resamples {low:+.3f}{outside_note})", scores, queries,
+            objective=rrf,
         )  # fmt: skip
     return FusionChoice(
         convex[chosen], f"convex α={alpha:.1f}: {value:.3f} against RRF's {rrf:.3f} on {queries} queries "
         f"(5th percentile of the gain {low:+.3f}{outside_note})", scores, queries, tuple(map(float, outside)),
+        objective(measured, evidence),
     )  # fmt: skip
 
 

@@ -1,8 +1,12 @@
 """The configuration stage (issue 12): the unit of promotion is a search system, not a model.
 
-After the index stage, the pipeline tunes a search configuration around its retriever (the trained model when its
-index exists, else the base model): the fusion weight from the task's evidence (``ferret.core.search.tuning``),
-optionally a cross-encoder reranker trained on the kept pairs. The configuration guard compares it, by searching,
+After the index stage, the pipeline tunes a search configuration: the fusion weight from the task's evidence
+(``ferret.core.search.tuning``) for its trained retriever and for the base model (each when it has a live index of
+the corpus), keeping the retriever whose tuned fusion scores higher on that evidence, and optionally a cross-encoder
+reranker trained on the kept pairs. A trained model is not assumed to be better: on SciFact, four trained retrievers
+promoted 71.8–73.3 nDCG@10 while the base model with fusion tuned on the same evidence read 72.5, and the evidence
+preferred the base each time (benchmarks/RESULTS.md, issue 12, eighteenth session). With ``promote: force`` the
+pipeline's own retriever is kept, as asked. The configuration guard compares it, by searching,
 with what is active (the active configuration, else the untrained default) on held-out queries it was not tuned on,
 and the configuration is promoted as one unit when the guard passes (``promote: auto``), or always (``force``).
 A redelivered stage finds the configuration carrying the pipeline's key and reuses it.
@@ -10,6 +14,7 @@ A redelivered stage finds the configuration carrying the pipeline's key and reus
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 from typing import Any
@@ -37,23 +42,36 @@ from ferret.core.search.configuration import (
     read_active_plan,
 )
 from ferret.core.search.searcher import Searcher
-from ferret.core.search.tuning import choose_fusion, choose_rerank_weight
+from ferret.core.search.tuning import Evidence, FusionChoice, choose_fusion, choose_rerank_weight
 from ferret.core.training.config_guard import run_config_guard, split_evidence
 from ferret.core.training.guard import LabelledQuery
 from ferret.core.training.guard_evidence import held_out_queries, is_held_out, passage_texts
 
 
-def _retriever(session: Session, corpus: Corpus, name: str) -> tuple[ModelVersion, SearchPlan]:
-    """The pipeline's model when it has a live index of the corpus, else the base model."""
-    for candidate in (name, BASE_MODEL_NAME):
+def _retrievers(session: Session, corpus: Corpus, name: str) -> list[tuple[ModelVersion, SearchPlan]]:
+    """The pipeline's model and the base model, each that has a live index of the corpus (its newest), in that
+    order."""
+    found = []
+    for candidate in dict.fromkeys((name, BASE_MODEL_NAME)):
         model = find_model_version(session, candidate)
         if model is None:
             continue
         live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
         if live:
             index = max(live, key=lambda v: v.version)
-            return model, SearchPlan(index.collection, model.path, label=model.name)
-    raise InvalidInputError(f"Corpus {corpus.name!r} has no live index to configure search on.")
+            found.append((model, SearchPlan(index.collection, model.path, label=model.name)))
+    if not found:
+        raise InvalidInputError(f"Corpus {corpus.name!r} has no live index to configure search on.")
+    return found
+
+
+def tune_retrievers(
+    searcher: Searcher, retrievers: list[tuple[ModelVersion, SearchPlan]], evidence: Evidence
+) -> list[tuple[ModelVersion, SearchPlan, FusionChoice]]:
+    """Each retriever with the fusion tuned for it on ``evidence``, the best objective first; a tie, or too little
+    evidence to tune on, keeps the given order."""
+    tuned = [(model, plan, choose_fusion(searcher, plan, evidence)) for model, plan in retrievers]
+    return sorted(tuned, key=lambda t: math.inf if t[2].objective is None else -t[2].objective)
 
 
 def _own_config(session: Session, corpus: Corpus, key: str) -> SearchConfig | None:
@@ -76,7 +94,9 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     if reference is None:  # nothing is indexed yet: there is no search to configure
         skipped = {"skipped": f"corpus {corpus.name!r} has no active index"}
         return state.advance("configure", time.perf_counter() - started, search_config=skipped)
-    model, first = _retriever(session, corpus, state.model_name)
+    retrievers = _retrievers(session, corpus, state.model_name)
+    if config.promote == "force":
+        retrievers = retrievers[:1]
     examples = [
         LabelledQuery(e.query, d.id) for e in task.examples if (d := example_document(session, task, e)) is not None
     ]
@@ -84,9 +104,12 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     held = held_out_queries(session, run, task, texts, config.held_out_fraction, config.seed)
     tuning, guarding = split_evidence(examples, held, seed=config.seed)
     status("configure: fusion weight", 0.0)
-    fusion = choose_fusion(searcher, first, tuning)
+    tuned = tune_retrievers(searcher, retrievers, tuning)
+    model, first, fusion = tuned[0]
     candidate = replace(first, fusion=fusion.fusion)
     evidence: dict[str, Any] = {"key": state.key, "fusion": fusion.as_dict(), "retriever": model.name}
+    if len(tuned) > 1:
+        evidence["retrievers"] = {m.name: {"objective": c.objective, "reason": c.reason} for m, _, c in tuned}
     reranker = None
     tuned_examples = fusion.example_ranks  # the examples' ranks out of sample, for the guard
     if config.reranker:
