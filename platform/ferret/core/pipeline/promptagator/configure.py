@@ -4,9 +4,9 @@ After the index stage, the pipeline tunes a search configuration: the fusion wei
 (``ferret.core.search.tuning``) for its trained retriever and for the base model (each when it has a live index of
 the corpus), keeping the retriever whose tuned fusion scores higher on that evidence, and optionally a cross-encoder
 reranker trained on the kept pairs. A trained model is not assumed to be better: on SciFact, four trained retrievers
-promoted 71.8–73.3 nDCG@10 while the base model with fusion tuned on the same evidence read 72.5, and the evidence
-preferred the base each time (benchmarks/RESULTS.md, issue 12, eighteenth session). With ``promote: force`` the
-pipeline's own retriever is kept, as asked. The configuration guard compares it, by searching,
+promoted 71.8–73.3 nDCG@10 while the base model with fusion tuned on the same evidence read 72.5, and where both
+were tuned on the same evidence it preferred the base (benchmarks/RESULTS.md, issue 12, eighteenth session). With
+``promote: force`` the pipeline's own retriever is kept, as asked. The configuration guard compares it, by searching,
 with what is active (the active configuration, else the untrained default) on held-out queries it was not tuned on,
 and the configuration is promoted as one unit when the guard passes (``promote: auto``), or always (``force``).
 A redelivered stage finds the configuration carrying the pipeline's key and reuses it.
