@@ -21,6 +21,11 @@ Each row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per quer
 this machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row
 with ``name`` and ``ndcg@10`` and ``"promoted": true`` on the guard's choice.
 
+After the table, each tuned retriever's **α curve on the test labels**: nDCG@10 under RRF and at every α of the
+tuning grid. It is a reference, not a configuration (the test labels choose it, so nothing may promote it): it says
+whether a shortfall comes from the label-free choice of α or from the components themselves (on SciFact no α of any
+retriever tried reached 73.5; benchmarks/RESULTS.md, issue 12, nineteenth session). ``--no-alpha-curve`` skips it.
+
 The home is reused: ingestion, the generation run, the trained retriever (the Promptagator pipeline, Ferret's
 default recipe) and a registered reranker are found there instead of made again. The reranker trains here, or on
 another machine from ``--export-groups`` (then ``--reranker-dir`` registers the trained folder).
@@ -70,6 +75,35 @@ def precomputed_passage_vectors(texts_path: Path, vectors_path: Path) -> None:
         return np.stack([table[p] for p in passages]).astype(np.float32)
 
     DualEncoder.encode_passages = encode_passages  # type: ignore[method-assign]
+
+
+def alpha_curve(
+    searcher: Any, plan: Any, texts: list[str], query_ids: list[str], qrels: dict[str, dict[str, int]]
+) -> dict[str, float]:
+    """nDCG@10 on the test labels under RRF and every α of the tuning grid, from one fetch of each query's dense
+    and BM25 candidates, fused as ``search_many(k=100)`` fuses them (the same depth, passages deduplicated by
+    document)."""
+    from dataclasses import replace
+
+    from ferret.core.eval.metrics import evaluate_run
+    from ferret.core.search.fusion import RRF, Fusion, fuse
+    from ferret.core.search.searcher import dedupe_by_document
+    from ferret.core.search.tuning import ALPHAS
+
+    requests = searcher.requests(plan.model_path, texts, k=100, mode="hybrid")
+    batch = [replace(r, mode=mode, limit=r.candidates) for r in requests for mode in ("dense", "sparse")]
+    answers = searcher.backend.search_batch(plan.collection, batch)
+    fusions = {"rrf": RRF, **{f"{a:.1f}": Fusion("convex", a, plan.fusion.normalisation) for a in ALPHAS}}
+    curve = {}
+    for key, fusion in fusions.items():
+        run = {}
+        for i, qid in enumerate(query_ids):
+            depth = requests[i].candidates
+            hits = fuse(answers[2 * i], answers[2 * i + 1], fusion, limit=2 * depth, depth=depth)
+            found = dedupe_by_document(hits, 100)
+            run[qid] = {r.external_id: float(len(found) - rank) for rank, r in enumerate(found)}
+        curve[key] = round(evaluate_run(run, qrels)["ndcg@10"], 2)
+    return curve
 
 
 def main() -> None:
@@ -134,6 +168,10 @@ def main() -> None:
     parser.add_argument(
         "--distilled-dir", type=Path, default=None,
         help="a dual encoder distilled elsewhere (issue 12 item 4): registered, indexed and given its own row",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-alpha-curve", action="store_true",
+        help="leave out the reference nDCG@10 of every fusion weight on the test labels",
     )  # fmt: skip
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -420,6 +458,9 @@ def main() -> None:
             if depth != DEFAULT_RERANK_DEPTH:
                 rows.append(evaluate(f"+ reranker (depth {depth})", reranked(depth), "hybrid"))
         report["rows"] = rows
+        if not args.no_alpha_curve:
+            curves = {model.name: alpha_curve(searcher, plan, texts, query_ids, qrels) for model, plan, _ in tuned_all}
+            report["alpha_curves"] = curves
 
     table = Table(title=f"Search configurations on {args.dataset.name} ({args.split}, {len(query_ids)} queries)")
     for column in ("configuration", "fusion", "nDCG@10", "R@100", "MRR@10", "p50 ms"):
@@ -431,6 +472,14 @@ def main() -> None:
             f"{row['ndcg@10']:.1f}", f"{row['recall@100']:.1f}", f"{row['mrr@10']:.1f}", f"{row['p50_ms']:.0f}",
         )  # fmt: skip
     console.print(table)
+    for name, curve in report.get("alpha_curves", {}).items():
+        best = max((key for key in curve if key != "rrf"), key=lambda key: curve[key])
+        console.print(
+            f"α curve of {name!r} on the test labels (a reference: the labels choose it, nothing promotes it): "
+            f"rrf {curve['rrf']:.1f}, "
+            + ", ".join(f"{key} {value:.1f}" for key, value in curve.items() if key != "rrf")
+            + f"; best α={best} at {curve[best]:.1f}"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2, default=str))

@@ -53,6 +53,21 @@ def test_a_candidate_missing_from_one_list_gets_that_lists_lowest_score() -> Non
     assert fused == pytest.approx({"a": 1.0, "b": 0.5, "c": 0.5})
 
 
+def test_a_list_shorter_than_its_depth_is_complete_so_a_missing_candidate_gets_the_scales_floor() -> None:
+    """BM25 returns only passages that share a query term: asked for 100 and given 2, it says every other
+    candidate's BM25 score is 0, not 'at most the second's'."""
+    dense = hits(("a", 0.9), ("b", 0.5), ("c", 0.4))
+    sparse = hits(("c", 6.0), ("b", 5.0))
+    complete = {h.id: h.score for h in convex_fuse(dense, sparse, weight=0.5, normalisation="tmm", depth=100)}
+    assert complete["a"] == pytest.approx(0.5 * 1.0 + 0.5 * 0.0)
+    assert complete["c"] == pytest.approx(0.5 * 1.4 / 1.9 + 0.5 * 1.0)
+    # cut at the depth (2 of 2): a's BM25 score is at most b's, so it gets b's
+    cut = {h.id: h.score for h in convex_fuse(dense, sparse, weight=0.5, normalisation="tmm", depth=2)}
+    assert cut["a"] == pytest.approx(0.5 * 1.0 + 0.5 * 5.0 / 6.0)
+    assert [h.id for h in fuse(dense, sparse, Fusion("convex", 0.5), limit=3, depth=100)] == ["c", "b", "a"]
+    assert [h.id for h in fuse(dense, sparse, Fusion("convex", 0.5), limit=3, depth=2)] == ["a", "c", "b"]
+
+
 def test_rrf_is_reciprocal_rank_with_ties_by_point_id() -> None:
     fused = rrf_fuse(hits(("x", 1.0), ("y", 0.5)), hits(("y", 3.0), ("x", 2.0)), k=60)
     assert [h.id for h in fused] == ["x", "y"]
@@ -88,7 +103,9 @@ def test_fusion_round_trips_through_json() -> None:
     assert Fusion.from_json({}) == Fusion()
 
 
-def _six_points(index_backend: IndexBackend, collection: str) -> str:
+def _six_points(index_backend: IndexBackend, collection: str, bm25_term: tuple[int, ...] = (1, 2, 3, 4, 5, 6)) -> str:
+    """Point i: dense cosine 1 − 0.1·i with the query; BM25 weight i for term 5 when i is in ``bm25_term`` (else a
+    term the query lacks); points 2 and 5 in group 'hr'."""
     index_backend.create_collection(collection, DIMENSION)
     points = []
     for passage_id in range(1, 7):
@@ -98,7 +115,8 @@ def _six_points(index_backend: IndexBackend, collection: str) -> str:
         groups = ["hr"] if passage_id in (2, 5) else ["public"]
         payload = {"passage_id": passage_id, "document_id": passage_id, "external_id": f"d{passage_id}",
                    "acl_groups": groups, "source": "wiki", "title": "", "text": "", "metadata": {}}  # fmt: skip
-        points.append(IndexPoint(point_id(7, passage_id), vector, SparseVector([5], [float(passage_id)]), payload))
+        term = 5 if passage_id in bm25_term else 9
+        points.append(IndexPoint(point_id(7, passage_id), vector, SparseVector([term], [float(passage_id)]), payload))
     index_backend.upsert(collection, points)
     index_backend.finalize(collection)
     return collection
@@ -128,6 +146,23 @@ def test_fused_search_on_the_index_keeps_the_access_filter_and_follows_the_weigh
     middle = ranked(0.5, None)
     assert sorted(middle) == ["d1", "d2", "d3", "d4", "d5", "d6"]
     assert all(ranked(0.5, None) == middle for _ in range(5))
+
+
+def test_fused_search_gives_passages_without_the_query_term_no_bm25_share(
+    index_backend: IndexBackend, names: dict[str, str]
+) -> None:
+    """A one-word query whose term only points 5 and 6 hold: BM25 returns 2 of the 100 candidates it was asked for,
+    so the four dense-only points score 0 for BM25, and at α=0.5 the two points that match both ways come first
+    (with the list's lowest score as their floor, points 1 and 2 came first)."""
+    collection = _six_points(index_backend, names["v1"], bm25_term=(5, 6))
+    query = np.zeros(DIMENSION, dtype=np.float32)
+    query[0] = 1.0
+    request = SearchRequest(limit=6, mode="hybrid", dense=query, sparse=SparseVector([5], [1.0]), exact=True)
+    assert request.candidates == 100
+
+    found = fused_search(index_backend, collection, [request], Fusion("convex", 0.5, "tmm"))[0]
+
+    assert [hit.payload["external_id"] for hit in found] == ["d6", "d5", "d1", "d2", "d3", "d4"]
 
 
 def test_fused_search_reads_payloads_for_the_kept_hits_only(

@@ -38,10 +38,11 @@ log = logging.getLogger(__name__)
 DEFAULT_RERANK_DEPTH = 10
 """Documents the reranker reads per query by default: the deepest setting whose p50 meets issue 12's 300 ms on 2 CPU
 cores. Served by ONNX Runtime with int8 weights at 128 wordpieces (``FERRET_RERANKER_RUNTIME``), one query costs
-246 ms p50 at depth 10 and 509 ms at depth 20 on the shared cores at load 4 (torch fp32: 1,078 / 1,425 ms;
-benchmarks/rerank_latency.py). Quality on SciFact (300 test queries, 128 wordpieces): the trained reranker's best
-fused weight costs 1.0 nDCG@10 at depth 10 and 1.3 at depth 20 against the first stage alone, so no depth buys
-quality yet (benchmarks/RESULTS.md, issue 12, third and fourth sessions)."""
+246 ms p50 at depth 10 and 509 ms at depth 20 on the shared AMD EPYC cores at load 4 (torch fp32: 1,078 / 1,425 ms),
+and 93 / 186 ms on idle Intel cores with VNNI (torch fp32: 118 / 237 ms; benchmarks/rerank_latency.py). Quality on
+SciFact (300 test queries, 128 wordpieces): the trained reranker's best fused weight costs 1.0 nDCG@10 at depth 10 and
+1.3 at depth 20 against the first stage alone, so no depth buys quality yet (benchmarks/RESULTS.md, issue 12, third
+and fourth sessions)."""
 
 _ACTIVE_TTL_S = 2.0
 

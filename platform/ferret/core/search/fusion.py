@@ -10,8 +10,13 @@ retriever changes. Normalisation φ is per query over that query's first-stage c
 - ``tmm`` (theoretical min-max, their TM2C2): (s − m) / (max − m) with m the score's theoretical minimum (−1 for a
   cosine, 0 for BM25), so one outlier low score does not stretch the scale.
 
-A candidate that only one retriever returned gets the other list's lowest retrieved score: its true score is at
-most that (it was not retrieved), and the floor of the scale (0) would punish it for the depth of the prefetch.
+A candidate that only one retriever returned gets the other list's lowest retrieved score when that list was cut at
+the prefetch depth: its true score is at most that (it was not retrieved), and the floor of the scale (0) would
+punish it for the depth of the prefetch. A list shorter than the depth was not cut: it holds every point that scores
+at all (BM25 returns only passages sharing a query term), so a candidate missing from it gets the floor of the scale.
+Without that, a one-word query whose term occurs in three passages gave every dense-only candidate nearly the BM25
+share of the best of them (the third's score, 0.96 of the first's), which undid the weight α (benchmarks/RESULTS.md,
+issue 12, nineteenth session: 78 of NFCorpus's 323 test queries).
 Equal fused scores are ordered by point id, so the same query always gives the same results.
 """
 
@@ -81,14 +86,28 @@ def normalised(hits: Sequence[SearchHit], kind: str, normalisation: Normalisatio
     return {hit.id: (hit.score - low) / span for hit in hits}
 
 
+def _floor(scores: dict[str, float], depth: int | None) -> float:
+    """The normalised score of a candidate missing from a list: the list's lowest when the list was cut at ``depth``
+    (or the depth is unknown), the scale's floor when it holds fewer (module docstring)."""
+    if depth is not None and len(scores) < depth:
+        return 0.0
+    return min(scores.values(), default=0.0)
+
+
 def convex_fuse(
-    dense: Sequence[SearchHit], sparse: Sequence[SearchHit], *, weight: float, normalisation: Normalisation
+    dense: Sequence[SearchHit],
+    sparse: Sequence[SearchHit],
+    *,
+    weight: float,
+    normalisation: Normalisation,
+    depth: int | None = None,
 ) -> list[SearchHit]:
-    """Every candidate of either list, scored α·φ(dense) + (1−α)·φ(bm25), best first, ties by point id."""
+    """Every candidate of either list, scored α·φ(dense) + (1−α)·φ(bm25), best first, ties by point id. ``depth`` is
+    how many hits each list was asked for: a shorter list is complete (module docstring)."""
     dense_norm = normalised(dense, "dense", normalisation)
     sparse_norm = normalised(sparse, "sparse", normalisation)
-    dense_floor = min(dense_norm.values(), default=0.0)
-    sparse_floor = min(sparse_norm.values(), default=0.0)
+    dense_floor = _floor(dense_norm, depth)
+    sparse_floor = _floor(sparse_norm, depth)
     payloads = {hit.id: hit.payload for hit in [*sparse, *dense]}
     fused = [
         SearchHit(
@@ -120,8 +139,15 @@ def rrf_fuse(
 
 
 def fuse(
-    dense: Sequence[SearchHit], sparse: Sequence[SearchHit], fusion: Fusion, *, limit: int, rrf_k: int = 60
+    dense: Sequence[SearchHit],
+    sparse: Sequence[SearchHit],
+    fusion: Fusion,
+    *,
+    limit: int,
+    rrf_k: int = 60,
+    depth: int | None = None,
 ) -> list[SearchHit]:
+    """The fused list of ``fusion``, ``limit`` long; ``depth`` is how many hits each list was asked for."""
     if fusion.method == "rrf":
         return rrf_fuse(dense, sparse, k=rrf_k, limit=limit)
-    return convex_fuse(dense, sparse, weight=fusion.weight, normalisation=fusion.normalisation)[:limit]
+    return convex_fuse(dense, sparse, weight=fusion.weight, normalisation=fusion.normalisation, depth=depth)[:limit]

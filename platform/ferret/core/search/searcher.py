@@ -122,7 +122,7 @@ def fused_search(
     for request in requests:
         if request.mode == "hybrid":
             dense, sparse = next(answers), next(answers)
-            hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k))
+            hits.append(fuse(dense, sparse, fusion, limit=request.limit, rrf_k=request.rrf_k, depth=request.candidates))
         else:
             hits.append(next(answers))
     # The fused (hybrid) requests are those whose payloads come afterwards (``SearchRequest.payload_after``); a point

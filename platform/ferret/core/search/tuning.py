@@ -167,7 +167,10 @@ def choose_fusion(
         return np.array(
             [
                 reciprocal_rank(
-                    [r.document_id for r in dedupe_by_document(fuse(dense, sparse, fusion, limit=100), 10)],
+                    [
+                        r.document_id
+                        for r in dedupe_by_document(fuse(dense, sparse, fusion, limit=100, depth=depth), 10)
+                    ],
                     q.document_id,
                 )
                 for q, (dense, sparse) in zip(queries, lists, strict=True)
