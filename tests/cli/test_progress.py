@@ -20,6 +20,8 @@ def test_without_a_terminal_progress_is_plain_lines_at_a_steady_interval(
         bar.update(task, completed=4)
         time.sleep(0.5)  # nothing moves, the lines keep coming
         bar.update(task, completed=10)
+        job = bar.add_task("job 3 pipeline: generate (stage 1 of 6, 92%), generating queries", total=1.0, of="job")
+        bar.update(job, completed=0.15)
         fraction = bar.add_task("training", total=1.0)
         bar.update(fraction, completed=0.25)
     lines = capsys.readouterr().err.splitlines()
@@ -27,6 +29,8 @@ def test_without_a_terminal_progress_is_plain_lines_at_a_steady_interval(
     assert sum(line.endswith("embedding docs: 4/10 (40%)") for line in lines) >= 3
     assert sum(line.endswith("embedding docs: 10/10 (100%)") for line in lines) == 1  # a finished task: once
     assert lines[-1].endswith("training: 25%")
+    # a job's bar is the whole job's, and the line says so beside the stage's own share
+    assert lines[-2].endswith("generate (stage 1 of 6, 92%), generating queries: 15% of the job")
     assert all("\x1b[" not in line for line in lines)  # no terminal control codes in a log
 
 

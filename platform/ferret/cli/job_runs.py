@@ -71,7 +71,7 @@ def follow_job(
     host has died is marked failed here (``ORPHANED_ERROR``) instead of being followed for ever. ``wait`` is the
     queue's wait for a thread of this process (it returns early when the thread ends)."""
     with progress_bar() as bar:
-        bar_id = bar.add_task(f"job {job_id}", total=1.0)
+        bar_id = bar.add_task(f"job {job_id}", total=1.0, of="job")
         while True:
             with session_scope(settings.database_url) as session:
                 job = get_job(session, job_id)

@@ -84,6 +84,8 @@ class PlainLineProgress(Progress):
                 state = f"{task.completed:g}/{task.total:g} ({100 * task.completed / task.total:.0f}%)"
                 if task.total == 1.0:
                     state = f"{100 * task.completed:.0f}%"
+                    if task.fields.get("of"):  # a job's bar beside a label that names its stage's own share
+                        state += f" of the {task.fields['of']}"
             else:
                 state = f"{task.completed:g} done"
             self._line(f"{task.description}: {state}")
