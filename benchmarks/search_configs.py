@@ -78,7 +78,13 @@ def precomputed_passage_vectors(texts_path: Path, vectors_path: Path) -> None:
 
 
 def alpha_curve(
-    searcher: Any, plan: Any, texts: list[str], query_ids: list[str], qrels: dict[str, dict[str, int]]
+    searcher: Any,
+    plan: Any,
+    texts: list[str],
+    query_ids: list[str],
+    qrels: dict[str, dict[str, int]],
+    *,
+    batch_size: int = 64,
 ) -> dict[str, float]:
     """nDCG@10 on the test labels under RRF and every α of the tuning grid, from one fetch of each query's dense
     and BM25 candidates, fused as ``search_many(k=100)`` fuses them (the same depth, passages deduplicated by
@@ -90,20 +96,19 @@ def alpha_curve(
     from ferret.core.search.searcher import dedupe_by_document
     from ferret.core.search.tuning import ALPHAS
 
-    requests = searcher.requests(plan.model_path, texts, k=100, mode="hybrid")
-    batch = [replace(r, mode=mode, limit=r.candidates) for r in requests for mode in ("dense", "sparse")]
-    answers = searcher.backend.search_batch(plan.collection, batch)
     fusions = {"rrf": RRF, **{f"{a:.1f}": Fusion("convex", a, plan.fusion.normalisation) for a in ALPHAS}}
-    curve = {}
-    for key, fusion in fusions.items():
-        run = {}
-        for i, qid in enumerate(query_ids):
-            depth = requests[i].candidates
-            hits = fuse(answers[2 * i], answers[2 * i + 1], fusion, limit=2 * depth, depth=depth)
-            found = dedupe_by_document(hits, 100)
-            run[qid] = {r.external_id: float(len(found) - rank) for rank, r in enumerate(found)}
-        curve[key] = round(evaluate_run(run, qrels)["ndcg@10"], 2)
-    return curve
+    runs: dict[str, dict[str, dict[str, float]]] = {key: {} for key in fusions}
+    for start in range(0, len(texts), batch_size):  # a bounded number of candidate lists in memory at once
+        requests = searcher.requests(plan.model_path, texts[start : start + batch_size], k=100, mode="hybrid")
+        batch = [replace(r, mode=mode, limit=r.candidates) for r in requests for mode in ("dense", "sparse")]
+        answers = searcher.backend.search_batch(plan.collection, batch)
+        for i, request in enumerate(requests):
+            for key, fusion in fusions.items():
+                depth = request.candidates
+                hits = fuse(answers[2 * i], answers[2 * i + 1], fusion, limit=2 * depth, depth=depth)
+                found = dedupe_by_document(hits, 100)
+                runs[key][query_ids[start + i]] = {r.external_id: float(len(found) - n) for n, r in enumerate(found)}
+    return {key: round(evaluate_run(run, qrels)["ndcg@10"], 2) for key, run in runs.items()}
 
 
 def main() -> None:
