@@ -22,6 +22,11 @@ from ferret.ui.runtime import open_context
 VIEWS = Path(__file__).resolve().parents[2] / "ui" / "ferret" / "ui" / "admin" / "views"
 TIMEOUT_S = 120
 GUARD = {"passed": True, "reason": "held-out gain above zero", "held_out_gain_low": 0.02}
+TUNING = {  # as the configure stage stores a FusionChoice (ferret.core.search.tuning)
+    "reason": "convex α=0.0: 0.450 against RRF's 0.400 on 40 queries",
+    "scores": {"rrf": 0.40, "0.0": 0.45, "0.5": 0.42, "1.0": 0.30, "examples out of sample": 0.7},
+}
+COMPARED = {"base": {"objective": 0.45, "reason": "convex α=0.0: 0.450 against RRF's 0.400 on 40 queries"}}
 
 
 def run(app: AppTest) -> AppTest:
@@ -40,7 +45,11 @@ def configured_home(populated_home: Path) -> Path:
             corpus,
             base,
             Fusion("convex", 0.0).to_json(),
-            evidence={"guard": {**GUARD, "candidate": {"held_out_mrr": 0.61}}},
+            evidence={
+                "guard": {**GUARD, "candidate": {"held_out_mrr": 0.61}},
+                "fusion": TUNING,
+                "retrievers": COMPARED,
+            },
             note="bm25 only",
         )
         create_search_config(context.session, corpus, base, Fusion("convex", 1.0).to_json(), note="dense only")
@@ -95,6 +104,21 @@ def test_list_promote_and_roll_back_search_configurations(configured_home: Path)
         "Corpus 'kb' has no earlier search configuration to roll back to (configuration 1 is the oldest activation "
         "left); promote one by number with `ferret config promote`."
     ]
+
+
+def test_a_configuration_shows_how_its_fusion_was_chosen(configured_home: Path) -> None:
+    """The tuning's sentence and the evidence's objective at every setting it tried; nothing for a configuration
+    made by hand."""
+    app = run(AppTest.from_file(str(VIEWS / "evaluation.py"), default_timeout=TIMEOUT_S))
+    curve = next(frame.value for frame in app.dataframe if "objective" in frame.value.columns)
+    assert list(curve["fusion"]) == ["RRF", "convex α=0.0", "convex α=0.5", "convex α=1.0"]
+    assert list(curve["objective"]) == [0.40, 0.45, 0.42, 0.30]
+    captions = [c.value for c in app.caption]
+    assert TUNING["reason"] in captions and f"retriever base: {TUNING['reason']}" in captions
+
+    app.selectbox(key="search-config-kb").select(2)
+    run(app)
+    assert not any("objective" in frame.value.columns for frame in app.dataframe)
 
 
 def test_the_playground_compares_two_configurations(configured_home: Path) -> None:

@@ -66,6 +66,33 @@ def config_rows(configs: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def tuning_rows(evidence: dict[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
+    """How a configuration's fusion was chosen: the tuning's sentence and the evidence's objective (the examples'
+    and the held-out queries' MRR@10, half each) under RRF and at every convex weight it tried. Empty for a
+    configuration made by hand."""
+    fusion = (evidence or {}).get("fusion")
+    if not isinstance(fusion, dict):
+        return "", []
+    rows = []
+    for key, value in (fusion.get("scores") or {}).items():
+        if key == "rrf":
+            rows.append({"fusion": "RRF", "objective": value})
+        elif key.replace(".", "", 1).isdigit():
+            rows.append({"fusion": f"convex α={key}", "objective": value})
+    return str(fusion.get("reason", "")), rows
+
+
+def show_tuning(evidence: dict[str, Any] | None, version: int) -> None:
+    reason, rows = tuning_rows(evidence)
+    if not rows:
+        return
+    with st.expander(f"How configuration {version}'s fusion was chosen", expanded=False):
+        st.caption(reason)
+        st.dataframe(rows, hide_index=True)
+        for name, compared in ((evidence or {}).get("retrievers") or {}).items():
+            st.caption(f"retriever {name}: {compared.get('reason', '')}")
+
+
 def search_configurations_section(context: Any, corpus_names: list[str]) -> None:
     st.subheader("Search configurations")
     for corpus_name in corpus_names:
@@ -82,6 +109,7 @@ def search_configurations_section(context: Any, corpus_names: list[str]) -> None
             st.dataframe(activation_rows(history, "configuration"), hide_index=True)
         left, middle, right = st.columns([2, 1, 1])
         version = left.selectbox("Configuration", [c.version for c in configs], key=f"search-config-{corpus_name}")
+        chosen = next((c for c in configs if c.version == version), None)
         middle.button(
             "Promote configuration",
             key=f"promote-config-{corpus_name}",
@@ -94,3 +122,5 @@ def search_configurations_section(context: Any, corpus_names: list[str]) -> None
             on_click=run_action,
             args=(partial(roll_back_search_config, corpus_name),),
         )
+        if chosen is not None:
+            show_tuning(chosen.evidence, chosen.version)
