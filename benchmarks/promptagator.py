@@ -7,9 +7,10 @@ Usage:
         [--variant 'lr5e-6={"learning_rate": 5e-6}' ...] [--zero-shot-max-documents N] \
         [--home DIR] [--json benchmarks/out/promptagator-scifact.json]
 
-Few-shot examples come from the train split only (a fixed-seed sample, recorded in the output). Rows: BM25 |
-base | zero-shot trained | few-shot unfiltered | few-shot filtered (Promptagator: round trip with the retriever
-trained on the unfiltered pairs, K=1) | best recipe (Ferret's defaults: examples cut to 250 characters in the
+Few-shot examples come from the train split (a fixed-seed sample, recorded in the output); a folder without one gives
+them from ``dev``, or else from the evaluated split, whose example queries are then left out of the evaluation.
+Rows: BM25 | base | zero-shot trained | few-shot unfiltered | few-shot filtered (Promptagator: round trip with the
+retriever trained on the unfiltered pairs, K=1) | best recipe (Ferret's defaults: examples cut to 250 characters in the
 prompt, length/copy filters, round trip with the base model at the K the examples give, lr 1e-5, WiSE-FT 0.5).
 "unfiltered" and "filtered" are the naive recipe of EVALUATION.md (whole examples, learning rate 2e-5, batch 32, one
 epoch, no length/copy filters), the case the guard must refuse.
@@ -41,7 +42,19 @@ ROWS = ("zero-shot", "unfiltered", "filtered", "best")
 NAIVE_ROWS = ("unfiltered", "filtered")
 
 
+def example_split(dataset: Path, wanted: str, evaluated: str) -> str:
+    """The qrels split the few-shot examples come from: ``wanted`` when the folder has it, else ``dev``, else the
+    evaluated split itself (many BEIR collections ship only ``test``), whose example queries the caller must then
+    leave out of the evaluation (``pick_examples``)."""
+    folder = dataset / "qrels"
+    for split in (wanted, "dev"):
+        if split != evaluated and (folder / f"{split}.tsv").is_file():
+            return split
+    return evaluated
+
+
 def pick_examples(dataset: Path, split: str, count: int, seed: int) -> list[dict[str, str]]:
+    """``count`` (query, first relevant document) pairs of ``split``, a fixed-seed sample."""
     from ferret.core.eval.beir import load_qrels, load_queries
 
     queries, qrels = load_queries(dataset), load_qrels(dataset, split)
@@ -101,8 +114,14 @@ def main() -> None:
     console = Console(width=160)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     console.print(f"{args.dataset.name}: commit {commit}, {os.cpu_count()} cpus, home {os.environ['FERRET_HOME']}")
-    examples = pick_examples(args.dataset, args.train_split, args.examples, args.seed)
-    console.print(f"examples ({args.train_split} split, seed {args.seed}): {[e['query_id'] for e in examples]}")
+    source_split = example_split(args.dataset, args.train_split, args.split)
+    examples = pick_examples(args.dataset, source_split, args.examples, args.seed)
+    held_back = {e["query_id"] for e in examples} if source_split == args.split else set()
+    console.print(f"examples ({source_split} split, seed {args.seed}): {[e['query_id'] for e in examples]}")
+    if held_back:
+        console.print(
+            f"no {args.train_split} or dev qrels: the {len(held_back)} example queries are left out of the evaluation"
+        )
     corpus_name = corpus_name_for(args.dataset)
     report: dict[str, Any] = {"dataset": args.dataset.name, "commit": commit, "examples": examples, "rows": []}
     results: dict[str, PipelineResult] = {}
@@ -212,7 +231,7 @@ def main() -> None:
             llm.close()
         evaluation = evaluate_dataset(
             ctx.session, ctx.settings, ctx.backend, args.dataset, connectors=build_connector, split=args.split,
-            corpus_name=corpus_name, models=["base", *results], modes=("dense", "hybrid"),
+            corpus_name=corpus_name, models=["base", *results], modes=("dense", "hybrid"), exclude_queries=held_back,
         )  # fmt: skip
     console.print(eval_table(f"{args.dataset.name} ({args.split})", evaluation))
 

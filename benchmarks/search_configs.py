@@ -48,7 +48,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from promptagator import pick_examples
+from promptagator import example_split, pick_examples
 
 RERANKER = "reranker"
 RETRIEVER = "best"
@@ -216,10 +216,15 @@ def main() -> None:
     console = Console(width=160)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     console.print(f"{args.dataset.name}: commit {commit}, {os.cpu_count()} cpus, torch threads {args.threads}")
-    examples = pick_examples(args.dataset, args.train_split, args.examples, args.seed)
+    source_split = example_split(args.dataset, args.train_split, args.split)
+    examples = pick_examples(args.dataset, source_split, args.examples, args.seed)
+    held_back = {e["query_id"] for e in examples} if source_split == args.split else set()
+    if held_back:
+        console.print(f"no {args.train_split} or dev qrels: examples from {args.split}, left out of the evaluation")
     corpus_name = corpus_name_for(args.dataset)
     queries, qrels = load_queries(args.dataset), load_qrels(args.dataset, args.split)
-    query_ids = [q for q in qrels if q in queries]
+    query_ids = [q for q in qrels if q in queries and q not in held_back]
+    qrels = {q: judged for q, judged in qrels.items() if q not in held_back}
     texts = [queries[q] for q in query_ids]
     report: dict[str, Any] = {"dataset": args.dataset.name, "commit": commit, "rows": [], "notes": []}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -96,11 +96,15 @@ def evaluate_dataset(
     models: Sequence[str] = ("base",),
     modes: Sequence[SearchMode] = SEARCH_MODES,
     corpus_name: str | None = None,
+    exclude_queries: Collection[str] = (),
     status: Status = lambda message: None,
 ) -> list[EvalRow]:
+    """BM25 (bm25s, outside Ferret) and each model in each mode over ``split``'s queries, less ``exclude_queries``
+    (a benchmark's few-shot examples when they come from the evaluated split)."""
     queries = load_queries(dataset)
     qrels = load_qrels(dataset, split)
-    query_ids = [qid for qid in qrels if qid in queries]
+    query_ids = [qid for qid in qrels if qid in queries and qid not in exclude_queries]
+    qrels = {qid: judged for qid, judged in qrels.items() if qid not in exclude_queries}
     texts = [queries[qid] for qid in query_ids]
     rows: list[EvalRow] = []
 
