@@ -123,7 +123,10 @@ def main() -> None:
             f"no {args.train_split} or dev qrels: the {len(held_back)} example queries are left out of the evaluation"
         )
     corpus_name = corpus_name_for(args.dataset)
-    report: dict[str, Any] = {"dataset": args.dataset.name, "commit": commit, "examples": examples, "rows": []}
+    report: dict[str, Any] = {
+        "dataset": args.dataset.name, "commit": commit, "examples": examples, "examples_split": source_split,
+        "rows": [],
+    }  # fmt: skip
     results: dict[str, PipelineResult] = {}
     with app_context() as ctx:
         corpus = get_or_create_corpus(ctx.session, corpus_name)

@@ -226,7 +226,9 @@ def main() -> None:
     query_ids = [q for q in qrels if q in queries and q not in held_back]
     qrels = {q: judged for q, judged in qrels.items() if q not in held_back}
     texts = [queries[q] for q in query_ids]
-    report: dict[str, Any] = {"dataset": args.dataset.name, "commit": commit, "rows": [], "notes": []}
+    report: dict[str, Any] = {
+        "dataset": args.dataset.name, "commit": commit, "examples_split": source_split, "rows": [], "notes": [],
+    }  # fmt: skip
 
     with app_context() as ctx:
         corpus = get_or_create_corpus(ctx.session, corpus_name)
