@@ -25,7 +25,7 @@ from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus, get_or_create_corpus
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import IndexVersion, Job
-from ferret.core.db.search_config import active_search_config
+from ferret.core.db.search_config import active_search_config, list_search_configs
 from ferret.core.db.task import find_task
 from ferret.core.demo import DEMO_CORPUS, DEMO_DATASET, DEMO_TASK
 from ferret.core.encoder.registry import ModelRegistry
@@ -157,10 +157,28 @@ def _compare_configurations(ctx: AppContext, rows: list[EvalRow]) -> None:
         table.add_row(name, *(f"{metrics[m]:.1f}" for m in ("ndcg@10", "recall@100", "mrr@10")))
     console.print(table)
     if active is None:
-        console.print("no configuration was promoted: the guard found no gain it could trust, so search is unchanged")
+        newest = list_search_configs(ctx.session, corpus)[-1:]
+        reasons = unchanged_reasons(newest[0].evidence) if newest else []
+        console.print(
+            "no configuration was promoted: the guard found no gain it could trust, so search is unchanged"
+            + (":" if reasons else "")
+        )
+        for reason in reasons:
+            console.print(f"  {reason}")
     else:
         gain = scores[name]["ndcg@10"] - scores["untrained default (base, RRF)"]["ndcg@10"]
         console.print(f"promoted configuration {active.version}: {gain:+.1f} nDCG@10 over the untrained default")
+
+
+def unchanged_reasons(evidence: dict[str, Any] | None) -> list[str]:
+    """Why the pipeline's search configuration was not promoted, from the evidence it stored: how its fusion was
+    chosen and the configuration guard's decision (printed again at the end: the pipeline's own lines are far up)."""
+    lines = []
+    for label, key in (("fusion", "fusion"), ("configuration guard", "guard")):
+        part = (evidence or {}).get(key)
+        if isinstance(part, dict) and part.get("reason"):
+            lines.append(f"{label}: {part['reason']}")
+    return lines
 
 
 def _metrics(rows: list[EvalRow], model: str, mode: SearchMode) -> dict[str, float]:
