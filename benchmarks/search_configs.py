@@ -77,40 +77,6 @@ def precomputed_passage_vectors(texts_path: Path, vectors_path: Path) -> None:
     DualEncoder.encode_passages = encode_passages  # type: ignore[method-assign]
 
 
-def alpha_curve(
-    searcher: Any,
-    plan: Any,
-    texts: list[str],
-    query_ids: list[str],
-    qrels: dict[str, dict[str, int]],
-    *,
-    batch_size: int = 64,
-) -> dict[str, float]:
-    """nDCG@10 on the test labels under RRF and every α of the tuning grid, from one fetch of each query's dense
-    and BM25 candidates, fused as ``search_many(k=100)`` fuses them (the same depth, passages deduplicated by
-    document)."""
-    from dataclasses import replace
-
-    from ferret.core.eval.metrics import evaluate_run
-    from ferret.core.search.fusion import RRF, Fusion, fuse
-    from ferret.core.search.searcher import dedupe_by_document
-    from ferret.core.search.tuning import ALPHAS
-
-    fusions = {"rrf": RRF, **{f"{a:.1f}": Fusion("convex", a, plan.fusion.normalisation) for a in ALPHAS}}
-    runs: dict[str, dict[str, dict[str, float]]] = {key: {} for key in fusions}
-    for start in range(0, len(texts), batch_size):  # a bounded number of candidate lists in memory at once
-        requests = searcher.requests(plan.model_path, texts[start : start + batch_size], k=100, mode="hybrid")
-        batch = [replace(r, mode=mode, limit=r.candidates) for r in requests for mode in ("dense", "sparse")]
-        answers = searcher.backend.search_batch(plan.collection, batch)
-        for i, request in enumerate(requests):
-            for key, fusion in fusions.items():
-                depth = request.candidates
-                hits = fuse(answers[2 * i], answers[2 * i + 1], fusion, limit=2 * depth, depth=depth)
-                found = dedupe_by_document(hits, 100)
-                runs[key][query_ids[start + i]] = {r.external_id: float(len(found) - n) for n, r in enumerate(found)}
-    return {key: round(evaluate_run(run, qrels)["ndcg@10"], 2) for key, run in runs.items()}
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", type=Path, required=True)
@@ -195,6 +161,7 @@ def main() -> None:
     from ferret.core.encoder.registry import ModelRegistry
     from ferret.core.errors import InvalidInputError
     from ferret.core.eval.beir import load_qrels, load_queries
+    from ferret.core.eval.configs import fusion_curve
     from ferret.core.eval.evaluate import corpus_name_for, ensure_index
     from ferret.core.eval.metrics import evaluate_run
     from ferret.core.pipeline.promptagator.configure import tune_retrievers
@@ -471,8 +438,11 @@ def main() -> None:
                 rows.append(evaluate(f"+ reranker (depth {depth})", reranked(depth), "hybrid"))
         report["rows"] = rows
         if not args.no_alpha_curve:
-            curves = {model.name: alpha_curve(searcher, plan, texts, query_ids, qrels) for model, plan, _ in tuned_all}
-            report["alpha_curves"] = curves
+            labelled = dict(zip(query_ids, texts, strict=True))
+            report["alpha_curves"] = {
+                model.name: {key: round(v, 2) for key, v in fusion_curve(searcher, plan, labelled, qrels).items()}
+                for model, plan, _ in tuned_all
+            }
 
     table = Table(title=f"Search configurations on {args.dataset.name} ({args.split}, {len(query_ids)} queries)")
     for column in ("configuration", "fusion", "nDCG@10", "R@100", "MRR@10", "p50 ms"):

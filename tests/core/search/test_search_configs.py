@@ -26,6 +26,8 @@ from ferret.core.db.search_config import active_search_config, create_search_con
 from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+from ferret.core.eval.configs import fusion_curve
+from ferret.core.eval.metrics import evaluate_run
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.training import RerankerTrainingConfig, check_pair_count, mine_negatives
@@ -367,3 +369,28 @@ def test_a_reranker_needs_enough_pairs_and_skips_the_top_ranks() -> None:
     # a pool larger than the ranks keeps them all (training draws ``negatives`` of them each epoch)
     wide = RerankerTrainingConfig(negatives=2, pool=30, skip_top=2, mine_depth=8)
     assert sorted(mine_negatives([[1, 2, 3, 4, 5, 6, 7, 8, 9]], [4], wide)[0]) == [3, 5, 6, 7, 8]
+
+
+def test_the_fusion_curve_scores_every_weight_as_the_search_does(home: Home) -> None:
+    """The benchmarks' reference α curve fuses one fetch of candidates offline; each point must equal what searching
+    with that fusion gives (one-word queries included, whose BM25 list is shorter than its depth)."""
+    searcher = Searcher.over(home.session, home.settings, home.backend)
+    ids = {name: top(home, text)[0] for name, text in FILES.items()}
+    queries = {"q1": "magma", "q2": "how is coffee brewed", "q3": "weeks off after a baby", "q4": "bitter leaves"}
+    qrels = {
+        "q1": {ids["volcano.txt"]: 1, ids["tectonics.txt"]: 1}, "q2": {ids["espresso.txt"]: 1},
+        "q3": {ids["leave.txt"]: 1}, "q4": {ids["tea.txt"]: 1},
+    }  # fmt: skip
+    base = base_plan(home.session, home.corpus)
+
+    curve = fusion_curve(searcher, base, queries, qrels)
+
+    assert list(curve) == ["rrf", *(f"{a:.1f}" for a in ALPHAS)]
+    for key, fusion in (("rrf", Fusion()), ("0.0", Fusion("convex", 0.0)), ("0.5", Fusion("convex", 0.5))):
+        plan = SearchPlan(base.collection, base.model_path, fusion)
+        found = searcher.search_many("kb", list(queries.values()), k=100, mode="hybrid", plan=plan)
+        run = {
+            q: {r.external_id: float(100 - n) for n, r in enumerate(hits)}
+            for q, hits in zip(queries, found, strict=True)
+        }
+        assert curve[key] == pytest.approx(evaluate_run(run, qrels)["ndcg@10"]), key
