@@ -4,7 +4,6 @@ retriever's nDCG@10 at every fusion weight on labelled queries (the benchmarks' 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from ferret.core.eval.beir import load_qrels, load_queries
@@ -13,7 +12,7 @@ from ferret.core.index.types import SearchMode
 from ferret.core.search.configuration import SearchPlan
 from ferret.core.search.fusion import RRF, Fusion, fuse
 from ferret.core.search.searcher import Searcher, dedupe_by_document
-from ferret.core.search.tuning import ALPHAS
+from ferret.core.search.tuning import ALPHAS, candidate_lists
 
 
 def evaluate_plans(
@@ -59,13 +58,9 @@ def fusion_curve(
     runs: dict[str, dict[str, dict[str, float]]] = {key: {} for key in fusions}
     for start in range(0, len(query_ids), batch):  # a bounded number of candidate lists in memory at once
         part = query_ids[start : start + batch]
-        requests = searcher.requests(plan.model_path, [queries[q] for q in part], k=k, mode="hybrid")
-        first = [replace(r, mode=mode, limit=r.candidates) for r in requests for mode in ("dense", "sparse")]
-        answers = searcher.backend.search_batch(plan.collection, first)
-        for i, (query_id, request) in enumerate(zip(part, requests, strict=True)):
-            depth = request.candidates
+        lists, depth = candidate_lists(searcher, plan, [queries[q] for q in part], k=k)
+        for query_id, (dense, sparse) in zip(part, lists, strict=True):
             for key, fusion in fusions.items():
-                hits = fuse(answers[2 * i], answers[2 * i + 1], fusion, limit=2 * depth, depth=depth)
-                found = dedupe_by_document(hits, k)
+                found = dedupe_by_document(fuse(dense, sparse, fusion, limit=2 * depth, depth=depth), k)
                 runs[key][query_id] = {r.external_id: float(len(found) - n) for n, r in enumerate(found)}
     return {key: evaluate_run(run, dict(qrels))["ndcg@10"] for key, run in runs.items()}

@@ -124,17 +124,19 @@ class FusionChoice:
         }  # fmt: skip
 
 
-def _candidate_lists(
-    searcher: Searcher, plan: SearchPlan, queries: Sequence[str], depth: int
-) -> list[tuple[list[SearchHit], list[SearchHit]]]:
-    """(dense, BM25) first-stage candidates of each query, fetched once and fused offline for every α."""
-    requests = searcher.requests(plan.model_path, queries, k=10, mode="hybrid")
+def candidate_lists(
+    searcher: Searcher, plan: SearchPlan, queries: Sequence[str], *, k: int = 10
+) -> tuple[list[tuple[list[SearchHit], list[SearchHit]]], int]:
+    """(dense, BM25) first-stage candidates of each query, fetched once as deep as ``search_many(k=k)`` fetches them
+    (so that fusing them offline for every setting gives what searching would), and that depth."""
+    requests = searcher.requests(plan.model_path, queries, k=k, mode="hybrid")
+    depth = requests[0].candidates if requests else 0
     batch: list[SearchRequest] = []
     for request in requests:
         batch.append(replace(request, mode="dense", limit=depth))
         batch.append(replace(request, mode="sparse", limit=depth))
-    answers = searcher.backend.search_batch(plan.collection, batch)
-    return [(answers[2 * i], answers[2 * i + 1]) for i in range(len(requests))]
+    answers = searcher.backend.search_batch(plan.collection, batch) if batch else []
+    return [(answers[2 * i], answers[2 * i + 1]) for i in range(len(requests))], depth
 
 
 def _convex(normalisation: str) -> list[Fusion]:
@@ -147,7 +149,6 @@ def choose_fusion(
     evidence: Evidence,
     *,
     normalisation: str = "tmm",
-    depth: int = 100,
     min_queries: int = MIN_TUNING_QUERIES,
     status: Callable[[str], None] = lambda message: None,
 ) -> FusionChoice:
@@ -160,7 +161,7 @@ def choose_fusion(
             queries=evidence.size,
         )
     queries = evidence.all()
-    lists = _candidate_lists(searcher, plan, [q.text for q in queries], depth)
+    lists, depth = candidate_lists(searcher, plan, [q.text for q in queries])  # the top 10's depth: 100
     status(f"fusion: {len(queries)} queries, {len(ALPHAS)} weights")
 
     def reciprocal(fusion: Fusion) -> np.ndarray:
