@@ -6,9 +6,10 @@ Usage:
         [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--json OUT] \
         [--round-trip-k K] [--no-generate --retriever-name NAME]
 
-Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the untrained default) |
-base + fusion tuned from the task's 8 examples only (no LLM) | base + fusion tuned on the examples and held-out
-synthetic queries | trained retriever (RRF) | trained + tuned fusion (the same evidence) | + distillation
+Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the default until the
+twentieth session) | base hybrid with the default fusion, convex α=0.7 (the untrained default) | base + fusion tuned
+from the task's 8 examples only (no LLM) | base + fusion tuned on the examples and held-out synthetic queries |
+trained retriever (default fusion) | trained + tuned fusion (the same evidence) | + distillation
 (``--distilled-dir``: a dual encoder distilled elsewhere, under the same tuned fusion) | + reranker at the default
 depth | the configuration the guard promotes, built, as the pipeline's ``configure`` stage builds it, on whichever of
 the two tuned retrievers scores higher on the evidence.
@@ -170,6 +171,7 @@ def main() -> None:
     from ferret.core.rerank.stage import register_reranker, reranker_groups, train_reranker
     from ferret.core.rerank.training import RerankerTrainingConfig, write_groups
     from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH, SearchPlan, base_plan
+    from ferret.core.search.fusion import RRF
     from ferret.core.search.tuning import Evidence, choose_fusion, choose_rerank_weight
     from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec, create_task
     from ferret.core.training.config_guard import run_config_guard, split_evidence
@@ -178,6 +180,7 @@ def main() -> None:
     from ferret.runtime.context import app_context
 
     torch.set_num_threads(args.threads)
+    untrained = "base hybrid, default fusion (untrained default)"
     if args.vectors:
         precomputed_passage_vectors(*args.vectors)
     console = Console(width=160)
@@ -308,7 +311,11 @@ def main() -> None:
         plans: dict[str, tuple[SearchPlan, str | None]] = {
             "bm25": (base, "sparse"),
             "base dense": (base, "dense"),
-            "base hybrid rrf (untrained default)": (base, "hybrid"),
+            "base hybrid rrf (the default until 2026-11-25)": (
+                SearchPlan(base.collection, base.model_path, RRF, label="base+rrf"),
+                "hybrid",
+            ),
+            untrained: (base, "hybrid"),
             "base + fusion from examples": (
                 SearchPlan(base.collection, base.model_path, examples_only.fusion, label="base+fusion"),
                 "hybrid",
@@ -319,7 +326,7 @@ def main() -> None:
             "hybrid",
         )
         if retriever is not None:
-            plans["trained retriever (rrf)"] = (trained, "hybrid")
+            plans["trained retriever (default fusion)"] = (trained, "hybrid")
             plans["trained + tuned fusion"] = (
                 SearchPlan(trained.collection, trained.model_path, trained_choice.fusion, label="trained+fusion"),
                 "hybrid",
@@ -403,7 +410,7 @@ def main() -> None:
         report["guard"] = decisions
         if promoted is None:
             console.print("the guard promotes nothing: the untrained default stays")
-            promoted = "base hybrid rrf (untrained default)"
+            promoted = untrained
 
         # -- evaluation ----------------------------------------------------------------------------------------------
         def evaluate(name: str, plan: SearchPlan, mode: str | None) -> dict[str, Any]:
@@ -422,7 +429,7 @@ def main() -> None:
             row: dict[str, Any] = {"name": name, **{m: round(v, 2) for m, v in evaluate_run(run_, qrels).items()}}
             row["p50_ms"] = round(statistics.median(latencies), 1)
             row["batch_seconds"] = round(seconds, 1)
-            row["fusion"] = plan.fusion.describe()
+            row["fusion"] = plan.fusion.describe() if mode in (None, "hybrid") else "-"
             row["reranker_depth"] = plan.rerank_depth if plan.reranker else 0
             if name == promoted:
                 row["promoted"] = True

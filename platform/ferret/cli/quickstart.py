@@ -37,9 +37,12 @@ from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, pipeline_result
 from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.core.search.configuration import SearchPlan, describe, plan_for
+from ferret.core.search.fusion import DEFAULT_FUSION
 from ferret.core.settings import get_settings
 from ferret.core.synth.task_spec import create_task, load_task_spec
 from ferret.runtime.context import AppContext, app_context
+
+UNTRAINED = f"untrained default (base, {DEFAULT_FUSION.describe()})"
 
 EXAMPLE_QUERIES = (
     "Which team won Super Bowl 50?",
@@ -138,10 +141,11 @@ def _train(ctx: AppContext) -> str | None:
 
 def _compare_configurations(ctx: AppContext, rows: list[EvalRow]) -> None:
     """BM25, the untrained default and the configuration search now runs, on the demo questions. The first two are
-    the evaluation's own rows (base sparse, base hybrid RRF); only a promoted configuration is searched again."""
+    the evaluation's own rows (base sparse, base hybrid with the default fusion); only a promoted configuration is
+    searched again."""
     scores = {
         "BM25": _metrics(rows, "base", "sparse"),
-        "untrained default (base, RRF)": _metrics(rows, "base", "hybrid"),
+        UNTRAINED: _metrics(rows, "base", "hybrid"),
     }
     corpus = get_corpus(ctx.session, DEMO_CORPUS)
     active = active_search_config(ctx.session, corpus)
@@ -166,7 +170,7 @@ def _compare_configurations(ctx: AppContext, rows: list[EvalRow]) -> None:
         for reason in reasons:
             console.print(f"  {reason}")
     else:
-        gain = scores[name]["ndcg@10"] - scores["untrained default (base, RRF)"]["ndcg@10"]
+        gain = scores[name]["ndcg@10"] - scores[UNTRAINED]["ndcg@10"]
         console.print(f"promoted configuration {active.version}: {gain:+.1f} nDCG@10 over the untrained default")
 
 

@@ -111,8 +111,8 @@ def progress_bar() -> Progress:
 SCORE_LEGEND = {
     "dense": "scores: cosine similarity of query and passage (1 is identical)",
     "sparse": "scores: BM25 of the best passage (unbounded; compare within one query only)",
-    "hybrid": "scores: reciprocal rank fusion of the dense and BM25 rankings, Σ 1/(60 + rank from 0), so 0.0333 is "
-    "first in both; under a tuned configuration, α·dense + (1-α)·BM25 normalised to 0-1 (`ferret config show`)",
+    "hybrid": "scores: α·dense + (1-α)·BM25, each normalised to 0-1 within the query, so 1 is first in both (α=0.7 "
+    "unless a configuration tuned it: `ferret config show`; under RRF, Σ 1/(60 + rank from 0))",
 }
 """What a result's score means, printed under the results (issue 11, item 12: raw RRF values puzzled users)."""
 

@@ -38,7 +38,7 @@ from ferret.core.search.configuration import (
     promote_config,
     rollback_config,
 )
-from ferret.core.search.fusion import Fusion
+from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 from ferret.core.search.searcher import Searcher
 from ferret.core.search.tuning import ALPHAS, Evidence, choose_fusion, fusion_from_ranks, objective_low
 from ferret.core.settings import FerretSettings
@@ -101,7 +101,7 @@ def test_configurations_are_versioned_promoted_and_rolled_back_as_one_unit(home:
         dense_only.version,
     ]
     base_order = top(home, query, "base")
-    assert top(home, query) == base_order  # no active configuration: RRF over the active index
+    assert top(home, query) == base_order  # no active configuration: the default fusion over the active index
 
     promote_config(home.session, home.settings, home.backend, home.corpus, bm25_only)
     assert active_search_config(home.session, home.corpus) == bm25_only
@@ -211,7 +211,7 @@ def test_fusion_is_tuned_only_with_enough_evidence(home: Home) -> None:
     plan = base_plan(home.session, home.corpus)
     ids = {r.external_id: r.document_id for r in searcher.search("kb", "espresso tea volcano leave magma", k=10)}
     thin = choose_fusion(searcher, plan, Evidence([LabelledQuery("espresso coffee", ids["espresso.txt"])], []))
-    assert thin.fusion == Fusion() and "1 labelled queries" in thin.reason and "RRF kept" in thin.reason
+    assert thin.fusion == DEFAULT_FUSION and "1 labelled queries" in thin.reason and "default" in thin.reason
     queries = [
         ("magma rises where plates part", "tectonics.txt"),
         ("volcano lava ash", "volcano.txt"),
@@ -223,8 +223,9 @@ def test_fusion_is_tuned_only_with_enough_evidence(home: Home) -> None:
     evidence = Evidence([LabelledQuery(q, ids[d]) for q, d in queries], [])
     choice = choose_fusion(searcher, plan, evidence)
     assert choice.queries == 6 and set(choice.scores) == {"rrf", *(f"{a / 10:.1f}" for a in range(11))}
-    assert choice.scores["rrf"] == pytest.approx(1.0)  # every labelled document first: nothing to gain over RRF
-    assert choice.fusion == Fusion()
+    assert choice.scores["rrf"] == pytest.approx(1.0)  # RRF is scored for reference
+    assert choice.scores[f"{DEFAULT_FUSION.weight:.1f}"] == pytest.approx(1.0)  # every labelled document first:
+    assert choice.fusion == DEFAULT_FUSION and choice.objective == pytest.approx(1.0)  # nothing to gain on the default
 
 
 def test_the_retriever_whose_tuned_fusion_scores_higher_is_kept(home: Home, tmp_path: Path) -> None:
@@ -295,26 +296,37 @@ def _ranks_by_alpha(preferred: list[tuple[float, float]]) -> list[np.ndarray]:
 
 def test_a_weight_the_examples_agree_on_is_chosen_and_its_example_ranks_are_out_of_sample() -> None:
     evidence = Evidence(_examples(8), [])
-    rrf = np.full(8, 0.5)
-    agreed = [np.full(8, 1.0 if alpha >= 0.5 else 0.5) for alpha in ALPHAS]
-    choice = fusion_from_ranks(rrf, agreed, evidence)
-    assert choice.fusion == Fusion("convex", 0.6) and choice.example_ranks == (1.0,) * 8
+    default = np.full(8, 0.5)
+    agreed = [np.full(8, 1.0 if alpha <= 0.4 else 0.5) for alpha in ALPHAS]
+    choice = fusion_from_ranks(default, agreed, evidence)
+    assert choice.fusion == Fusion("convex", 0.0) and choice.example_ranks == (1.0,) * 8
     assert choice.scores["examples out of sample"] == pytest.approx(1.0) and choice.objective == pytest.approx(1.0)
 
 
 def test_a_weight_fitted_to_its_own_examples_is_refused_out_of_sample() -> None:
-    """Half the examples gain at α 0.1–0.3 only, half at 0.7–0.9 only: on all eight α=0.2 scores 0.75 against RRF's
-    0.5, and a bootstrap of those same eight ranks calls the gain sure. Left out, each example is ranked under the
-    other camp's weight and gains nothing, so RRF stays."""
+    """Half the examples gain at α 0.1–0.3 only, half at 0.8–1.0 only: on all eight α=0.2 scores 0.75 against the
+    default's 0.5, and a bootstrap of those same eight ranks calls the gain sure. Left out, each example is ranked
+    under the other camp's weight and gains nothing, so the default stays."""
     evidence = Evidence(_examples(8), [])
-    preferred = [(0.1, 0.3)] * 4 + [(0.7, 0.9)] * 4
-    rrf = np.full(8, 0.5)
-    choice = fusion_from_ranks(rrf, _ranks_by_alpha(preferred), evidence)
+    preferred = [(0.1, 0.3)] * 4 + [(0.8, 1.0)] * 4
+    default = np.full(8, 0.5)
+    choice = fusion_from_ranks(default, _ranks_by_alpha(preferred), evidence)
     in_sample = _ranks_by_alpha(preferred)[ALPHAS.index(0.2)]
-    assert in_sample.mean() == 0.75 and bootstrap_low(in_sample - rrf) > 0  # what the in-sample check would pass
-    assert choice.fusion == Fusion() and "convex α=0.2 scores 0.750" in choice.reason and "not sure" in choice.reason
+    assert in_sample.mean() == 0.75 and bootstrap_low(in_sample - default) > 0  # what the in-sample check would pass
+    assert choice.fusion == DEFAULT_FUSION
+    assert "convex α=0.2 scores 0.750" in choice.reason and "not sure" in choice.reason
     assert choice.scores["examples out of sample"] == pytest.approx(0.5)
-    assert choice.objective == pytest.approx(0.5)  # RRF's: what a retriever tuned this way is compared by
+    assert choice.objective == pytest.approx(0.5)  # the default's: what a retriever tuned this way is compared by
+
+
+def test_the_default_weight_stays_when_the_evidence_prefers_it() -> None:
+    """Where the evidence's best smoothed weight is the default's own, nothing is re-tuned, and the reason names the
+    default (its gain over itself is zero, never 'sure')."""
+    evidence = Evidence(_examples(8), [LabelledQuery(f"q{i}", i) for i in range(40)])
+    ranks = [np.full(48, 1.0 if abs(alpha - DEFAULT_FUSION.weight) < 0.15 else 0.5) for alpha in ALPHAS]
+    choice = fusion_from_ranks(ranks[ALPHAS.index(DEFAULT_FUSION.weight)], ranks, evidence)
+    assert choice.fusion == DEFAULT_FUSION and choice.reason.startswith("default kept")
+    assert choice.objective == pytest.approx(1.0) and choice.example_ranks == ()
 
 
 def test_the_objective_is_resampled_within_each_half() -> None:

@@ -30,7 +30,7 @@ from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.cross_encoder import CrossScorer, load_reranker
-from ferret.core.search.fusion import RRF, Fusion
+from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 from ferret.core.settings import FerretSettings
 
 log = logging.getLogger(__name__)
@@ -51,7 +51,7 @@ _ACTIVE_TTL_S = 2.0
 class SearchPlan:
     collection: str
     model_path: str
-    fusion: Fusion = RRF
+    fusion: Fusion = DEFAULT_FUSION
     reranker: CrossScorer | None = None
     rerank_depth: int = 0
     rerank_weight: float = 0.5
@@ -91,7 +91,7 @@ def plan_for(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPl
 
 
 def base_plan(session: Session, corpus: Corpus) -> SearchPlan:
-    """The untrained default: the base model's index with RRF, no reranker."""
+    """The untrained default: the base model's index with the default fusion (``DEFAULT_FUSION``), no reranker."""
     model = session.scalar(select(ModelVersion).where(ModelVersion.name == BASE_MODEL_NAME))
     if model is None:
         raise NotFoundError("The base model is not registered; build an index first.")
@@ -100,11 +100,13 @@ def base_plan(session: Session, corpus: Corpus) -> SearchPlan:
 
 
 def default_plan(session: Session, corpus: Corpus) -> SearchPlan | None:
-    """What search runs when a corpus has no active configuration: RRF over its active index version."""
+    """What search runs when a corpus has no active configuration: the default fusion over its active index
+    version."""
     index = active_index_version(session, corpus)
     if index is None:
         return None
-    return SearchPlan(index.collection, index.model_version.path, label=f"rrf over {index.model_version.name}")
+    label = f"default fusion over {index.model_version.name}"
+    return SearchPlan(index.collection, index.model_version.path, label=label)
 
 
 def read_active_plan(session: Session, corpus_name: str) -> SearchPlan | None:

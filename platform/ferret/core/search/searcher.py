@@ -45,7 +45,7 @@ from ferret.core.index.types import (
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.rerank.cross_encoder import rerank
 from ferret.core.search.configuration import ActivePlans, SearchPlan
-from ferret.core.search.fusion import RRF, Fusion, fuse
+from ferret.core.search.fusion import DEFAULT_FUSION, Fusion, fuse
 from ferret.core.settings import FerretSettings
 
 # Passages fetched per wanted document before deduplication by document.
@@ -288,7 +288,7 @@ class Searcher:
         # Hybrid is fused here, RRF included: Qdrant's prefetch ranks BM25 candidates by scores whose last bits vary
         # from one build to the next, and only here are near-equal candidates settled first (issue 11, item 14).
         if fusion is not None or any(request.mode == "hybrid" for request in requests):
-            return self._query_fused(target, requests, fusion or RRF)
+            return self._query_fused(target, requests, fusion or DEFAULT_FUSION)
         # One query (the interactive case) skips the batch planner's overhead.
         if len(requests) == 1:
             return [self.backend.search(target, requests[0])]
@@ -310,9 +310,9 @@ class Searcher:
         plan: SearchPlan | None = None,
     ) -> list[list[SearchResult]]:
         """Search with ``plan`` (an explicit configuration, or the base one) when given; otherwise with the active
-        configuration of the corpus, or plain RRF over the active index version (or ``index_version``) when the corpus
-        has none. If the active version's shard cannot be loaded, it is replaced by the newest ready version that
-        loads and the search runs there (``VersionedCollection``)."""
+        configuration of the corpus, or the default fusion over the active index version (or ``index_version``) when
+        the corpus has none. If the active version's shard cannot be loaded, it is replaced by the newest ready
+        version that loads and the search runs there (``VersionedCollection``)."""
         self.mode(mode)  # a bad mode is the caller's first mistake, before any lookup
         arguments: dict[str, Any] = {"k": k, "mode": mode, "acl_groups": acl_groups, "filters": filters, "plan": plan}
         try:

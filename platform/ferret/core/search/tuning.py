@@ -7,12 +7,14 @@ is scored by MRR@10 of the labelled document over the whole index; the examples 
 two halves of the objective (eight real queries must not drown in two hundred generated ones, nor the reverse).
 
 α is read off a smoothed curve (the mean of each grid point and its neighbours), so one lucky query does not pick an
-extreme weight, and the convex combination replaces RRF only when it scores better on the same evidence with the
-guard's confidence: the 5th percentile of the objective's gain over paired bootstrap resamples, drawn within each
-half (``objective_low``), is above zero. The examples' part of that gain is measured out of sample: each example is
-ranked under the weight chosen without it (leave-one-out), since a weight chosen on eight queries and checked on the
-same eight looks better than it is. On NFCorpus, 8 one-label examples preferred dense alone (α=1) by 0.025 MRR,
-which lost 2.7 nDCG@10 on the test queries. With too little evidence nothing is tuned, and the reason says so.
+extreme weight, and another weight replaces the default fusion (``DEFAULT_FUSION``, convex α=0.7) only when it scores
+better on the same evidence with the guard's confidence: the 5th percentile of the objective's gain over paired
+bootstrap resamples, drawn within each half (``objective_low``), is above zero. The examples' part of that gain is
+measured out of sample: each example is ranked under the weight chosen without it (leave-one-out), since a weight
+chosen on eight queries and checked on the same eight looks better than it is. On NFCorpus, 8 one-label examples
+preferred dense alone (α=1) by 0.025 MRR, which lost 2.7 nDCG@10 on the test queries. With too little evidence
+nothing is tuned, and the reason says so. RRF is scored too, for reference (``FusionChoice.scores["rrf"]``), but is
+not a candidate: on the labels of three collections it scores under α=0.7 (``ferret.core.search.fusion``).
 """
 
 from __future__ import annotations
@@ -27,13 +29,13 @@ from ferret.core.corpus.chunking import passage_text
 from ferret.core.index.types import SearchHit, SearchRequest
 from ferret.core.rerank.cross_encoder import CrossScorer, fused_scores
 from ferret.core.search.configuration import SearchPlan
-from ferret.core.search.fusion import RRF, Fusion, fuse
+from ferret.core.search.fusion import DEFAULT_FUSION, RRF, Fusion, fuse
 from ferret.core.search.searcher import Searcher, dedupe_by_document
 from ferret.core.training.guard import LabelledQuery
 
 ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
 MIN_TUNING_QUERIES = 6
-"""Below this many labelled queries (examples + held-out synthetic) the fusion stays RRF: an α read off fewer
+"""Below this many labelled queries (examples + held-out synthetic) the fusion stays the default: an α read off fewer
 queries is mostly noise; a task has 2 to 8 examples, so a task with 6 or more can tune α without any LLM."""
 
 
@@ -108,14 +110,15 @@ class FusionChoice:
     fusion: Fusion
     reason: str
     scores: dict[str, float] = field(default_factory=dict)
-    """Objective of RRF and of every α on the grid (and the examples' MRR@10 out of sample when α was chosen)."""
+    """Objective of RRF (a reference) and of every α on the grid (and the examples' MRR@10 out of sample when another
+    α than the default's was chosen)."""
     queries: int = 0
     example_ranks: tuple[float, ...] = ()
-    """Reciprocal rank of each example under the weight chosen without it (empty when RRF is kept): what the
+    """Reciprocal rank of each example under the weight chosen without it (empty when the default is kept): what the
     configuration guard reads for the examples, instead of ranks the weight was fitted to."""
     objective: float | None = None
-    """The evidence's objective under the fusion chosen, each example ranked out of sample (RRF's own when RRF is
-    kept); None when there was too little evidence to tune on. What retrievers are compared by."""
+    """The evidence's objective under the fusion chosen, each example ranked out of sample (the default's own when
+    the default is kept); None when there was too little evidence to tune on. What retrievers are compared by."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -150,14 +153,15 @@ def choose_fusion(
     *,
     normalisation: str = "tmm",
     min_queries: int = MIN_TUNING_QUERIES,
+    default: Fusion = DEFAULT_FUSION,
     status: Callable[[str], None] = lambda message: None,
 ) -> FusionChoice:
-    """RRF or the convex combination with the α the evidence prefers (module docstring)."""
+    """The default fusion, or the convex combination with the α the evidence is sure of (module docstring)."""
     if evidence.size < min_queries:
         return FusionChoice(
-            RRF,
+            default,
             f"fusion not tuned: {evidence.size} labelled queries (examples + held-out synthetic), "
-            f"at least {min_queries} are needed; RRF kept",
+            f"at least {min_queries} are needed; the default ({default.describe()}) kept",
             queries=evidence.size,
         )
     queries = evidence.all()
@@ -179,52 +183,59 @@ def choose_fusion(
         )
 
     convex = [reciprocal(fusion) for fusion in _convex(normalisation)]
-    return fusion_from_ranks(reciprocal(RRF), convex, evidence, normalisation)
+    choice = fusion_from_ranks(reciprocal(default), convex, evidence, normalisation, default=default)
+    return replace(choice, scores={"rrf": objective(reciprocal(RRF), evidence), **choice.scores})
 
 
 def fusion_from_ranks(
-    rrf_ranks: np.ndarray, ranks: Sequence[np.ndarray], evidence: Evidence, normalisation: str = "tmm"
+    default_ranks: np.ndarray,
+    ranks: Sequence[np.ndarray],
+    evidence: Evidence,
+    normalisation: str = "tmm",
+    *,
+    default: Fusion = DEFAULT_FUSION,
 ) -> FusionChoice:
-    """The decision of ``choose_fusion`` from per-query reciprocal ranks (the evidence's order) under RRF and under
-    the convex combination at each α of ``ALPHAS``."""
+    """The decision of ``choose_fusion`` from per-query reciprocal ranks (the evidence's order) under the ``default``
+    fusion and under the convex combination at each α of ``ALPHAS``."""
     queries = evidence.size
     convex = _convex(normalisation)
     n = len(evidence.examples)
+    incumbent = f"the default's ({default.describe()})"
 
     def select(left_out: int | None) -> tuple[int, list[float], float]:
-        """(α's index on the grid, or -1 when RRF stays; the objective over the grid; RRF's objective) chosen on
-        the evidence without example ``left_out``."""
-        rrf, *curve = objectives_without([rrf_ranks, *ranks], evidence, left_out)
+        """(α's index on the grid, or -1 when the default stays; the objective over the grid; the default's
+        objective) chosen on the evidence without example ``left_out``."""
+        kept, *curve = objectives_without([default_ranks, *ranks], evidence, left_out)
         smoothed = [float(np.mean(curve[max(0, i - 1) : i + 2])) for i in range(len(curve))]
         best = int(np.argmax(smoothed))
-        return (best if curve[best] > rrf else -1), curve, rrf
+        return (best if curve[best] > kept and convex[best] != default else -1), curve, kept
 
     def ranks_of(chosen: int) -> np.ndarray:
-        return ranks[chosen] if chosen >= 0 else rrf_ranks
+        return ranks[chosen] if chosen >= 0 else default_ranks
 
-    chosen, curve, rrf = select(None)
-    scores = {"rrf": rrf, **{f"{alpha:.1f}": value for alpha, value in zip(ALPHAS, curve, strict=True)}}
+    chosen, curve, kept = select(None)
+    scores = {f"{alpha:.1f}": value for alpha, value in zip(ALPHAS, curve, strict=True)}
     if chosen < 0:
         best = int(np.argmax(curve))
         return FusionChoice(
-            RRF, f"RRF kept: the best convex weight α={ALPHAS[best]:.1f} scores {curve[best]:.3f} ≤ RRF's {rrf:.3f}",
-            scores, queries, objective=rrf,
+            default, f"default kept: the best convex weight α={ALPHAS[best]:.1f} scores {curve[best]:.3f}, no more "
+            f"than {incumbent} {kept:.3f}", scores, queries, objective=kept,
         )  # fmt: skip
     # each example ranked under the weight chosen without it: the tuning's gain on the examples, out of sample
     outside = np.array([ranks_of(select(i)[0])[i] for i in range(n)])
     measured = np.concatenate([outside, ranks[chosen][n:]])
     scores["examples out of sample"] = float(outside.mean()) if n else 0.0
-    low = objective_low(measured - rrf_ranks, n)
+    low = objective_low(measured - default_ranks, n)
     alpha, value = ALPHAS[chosen], curve[chosen]
     outside_note = f", examples ranked out of sample {outside.mean():.3f}" if n else ""
     if low <= 0:
         return FusionChoice(
-            RRF, f"RRF kept: convex α={alpha:.1f} scores {value:.3f} against RRF's {rrf:.3f}, but the gain is not "
-            f"sure (5th percentile over bootstrap resamples {low:+.3f}{outside_note})", scores, queries,
-            objective=rrf,
+            default, f"default kept: convex α={alpha:.1f} scores {value:.3f} against {incumbent} {kept:.3f}, but the "
+            f"gain is not sure (5th percentile over bootstrap resamples {low:+.3f}{outside_note})", scores, queries,
+            objective=kept,
         )  # fmt: skip
     return FusionChoice(
-        convex[chosen], f"convex α={alpha:.1f}: {value:.3f} against RRF's {rrf:.3f} on {queries} queries "
+        convex[chosen], f"convex α={alpha:.1f}: {value:.3f} against {incumbent} {kept:.3f} on {queries} queries "
         f"(5th percentile of the gain {low:+.3f}{outside_note})", scores, queries, tuple(map(float, outside)),
         objective(measured, evidence),
     )  # fmt: skip

@@ -14,6 +14,7 @@ from ferret.core.db.audit import local_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
 from ferret.core.search.configuration import describe, promote_config, rollback_config
+from ferret.core.search.fusion import DEFAULT_FUSION
 from ferret.ui.admin.common import activation_rows, run_action
 from ferret.ui.runtime import open_context
 
@@ -100,7 +101,9 @@ def search_configurations_section(context: Any, corpus_names: list[str]) -> None
         configs = list_search_configs(context.session, corpus)
         st.markdown(f"**{corpus_name}**")
         if not configs:
-            st.caption("No search configuration yet: search runs RRF over the active index version.")
+            st.caption(
+                f"No search configuration yet: search runs {DEFAULT_FUSION.describe()} over the active index version."
+            )
             continue
         st.dataframe(config_rows(configs), hide_index=True)
         history = activation_history(context.session, corpus, CONFIG)

@@ -27,7 +27,8 @@ from ferret.core.search.configuration import plan_by_name
 from ferret.ui.runtime import open_context
 
 CONFIGURATIONS = ("hybrid", "dense", "sparse")
-"""The search modes a user can switch between: BM25 and dense fused by RRF, dense only, BM25 only."""
+"""The search modes a user can switch between: BM25 and dense fused (``DEFAULT_FUSION`` unless a configuration
+tuned it), dense only, BM25 only."""
 RESULTS = 10
 CONTEXT_PASSAGES = 2
 """Passages shown before and after the matching one in the document view."""

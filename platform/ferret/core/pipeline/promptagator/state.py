@@ -30,9 +30,9 @@ class PipelineConfig:
     max_documents: int | None = None
     round_trip: str = "base"
     """Retriever of the round-trip filter: none, bm25, base, hybrid (what search runs now: the corpus's active
-    configuration, else RRF over its active index), or the name of a model version (Promptagator's own recipe
-    filters with a retriever trained on the unfiltered pairs). ``base`` reads the base model's live index of the
-    corpus when there is one instead of embedding the corpus again."""
+    configuration, else the default fusion over its active index), or the name of a model version (Promptagator's
+    own recipe filters with a retriever trained on the unfiltered pairs). ``base`` reads the base model's live index
+    of the corpus when there is one instead of embedding the corpus again."""
     logprob_quantile: float | None = None
     """Drop the queries whose generator log-probability is below this quantile of the run's own queries (issue 12
     item 5); None: off."""
