@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,38 @@ def test_missing_model_is_one_clear_error(tmp_path: Path) -> None:
 
     with pytest.raises(LLMError, match="FERRET_GENERATOR_MODEL"):
         backend.complete(["Query:"])
+
+
+def test_the_cache_goes_under_the_name_the_model_reads_so_transformers_prints_nothing(
+    backend: LocalTransformersBackend, prompts: list[str]
+) -> None:
+    """transformers 5 renamed ``past_key_values`` to ``cache``: passed the old name, it raises a FutureWarning and
+    logs a warning (once per process) through its own stderr handler, a line printed between the quickstart's progress
+    lines. Its log records and Python warnings are caught here, the log's memo cleared first, so an earlier call in
+    this process cannot hide it."""
+    import logging
+    import warnings
+
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    library_logger, keep = logging.getLogger("transformers"), Keep()
+    library_logger.addHandler(keep)
+    memo: Any = logging.Logger.__dict__["warning_once"]  # transformers adds it to every logger, memoised
+    memo.cache_clear()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            results = backend.complete(prompts[:2], n=2, max_tokens=4, seed=0)
+    finally:
+        library_logger.removeHandler(keep)
+
+    assert [len(row) for row in results] == [2, 2]
+    messages += [str(warning.message) for warning in caught]
+    assert not [message for message in messages if "past_key_values" in message], messages
 
 
 @pytest.mark.slow

@@ -147,6 +147,9 @@ class PrefixCacheSampler:
         # Only the last position's logits are needed; older transformers compute all of them.
         parameters = inspect.signature(model.forward).parameters
         self._keep_kwarg = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in parameters), None)
+        # transformers 5 names the key/value cache ``cache`` and warns on the older ``past_key_values`` (a line printed
+        # between the quickstart's progress lines); older releases know only ``past_key_values``.
+        self._cache_kwarg = "cache" if "cache" in parameters else "past_key_values"
         self.prefix_tokens_reused = 0
         """Prompt tokens served from the kept prefix cache, over the sampler's life (for reports)."""
 
@@ -200,7 +203,7 @@ class PrefixCacheSampler:
             return
         prefix = torch.tensor([list(prompts[0][:length])], device=self.device)
         cache = DynamicCache()
-        self.model(input_ids=prefix, past_key_values=cache, use_cache=True, **self._keep_last())
+        self.model(input_ids=prefix, use_cache=True, **self._with_cache(cache), **self._keep_last())
         self._prefix_ids, self._prefix_cache = tuple(prompts[0][:length]), cache
 
     def _kept_prefix_fits(self, prompts: Sequence[Sequence[int]]) -> bool:
@@ -222,6 +225,12 @@ class PrefixCacheSampler:
     def _keep_last(self) -> dict[str, int]:
         return {self._keep_kwarg: 1} if self._keep_kwarg else {}
 
+    def _with_cache(self, cache: Any) -> dict[str, Any]:
+        return {self._cache_kwarg: cache}
+
+    def _cache_of(self, output: Any) -> Any:
+        return getattr(output, self._cache_kwarg)
+
     def _prefill(
         self, prompts: Sequence[Sequence[int]], prefix_length: int, cache: Any
     ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
@@ -242,11 +251,11 @@ class PrefixCacheSampler:
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
-            past_key_values=cache if cache is not None else DynamicCache(),
             use_cache=True,
+            **self._with_cache(cache if cache is not None else DynamicCache()),
             **self._keep_last(),
         )
-        return output.logits[:, -1, :], output.past_key_values, attention_mask, position_ids[:, -1]
+        return output.logits[:, -1, :], self._cache_of(output), attention_mask, position_ids[:, -1]
 
     def _decode(
         self,
@@ -295,11 +304,11 @@ class PrefixCacheSampler:
                 input_ids=torch.tensor(tokens, device=self.device).unsqueeze(1),
                 attention_mask=attention_mask,
                 position_ids=positions.unsqueeze(1),
-                past_key_values=cache,
                 use_cache=True,
+                **self._with_cache(cache),
                 **self._keep_last(),
             )
-            logits, cache = output.logits[:, -1, :], output.past_key_values
+            logits, cache = output.logits[:, -1, :], self._cache_of(output)
         completions = [result if result is not None else Completion("", "length", 0) for result in results]
         return [completions[index * n : (index + 1) * n] for index in range(prompt_count)]
 
