@@ -69,17 +69,18 @@ def config_rows(configs: list[Any]) -> list[dict[str, Any]]:
 
 def tuning_rows(evidence: dict[str, Any] | None) -> tuple[str, list[dict[str, Any]]]:
     """How a configuration's fusion was chosen: the tuning's sentence and the evidence's objective (the examples'
-    and the held-out queries' MRR@10, half each) under RRF and at every convex weight it tried. Empty for a
-    configuration made by hand."""
+    and the held-out queries' MRR@10, half each) at every convex weight it tried, the default's marked, and under RRF
+    (scored for reference). Empty for a configuration made by hand."""
     fusion = (evidence or {}).get("fusion")
     if not isinstance(fusion, dict):
         return "", []
     rows = []
     for key, value in (fusion.get("scores") or {}).items():
         if key == "rrf":
-            rows.append({"fusion": "RRF", "objective": value})
+            rows.append({"fusion": "RRF (reference)", "objective": value})
         elif key.replace(".", "", 1).isdigit():
-            rows.append({"fusion": f"convex α={key}", "objective": value})
+            default = DEFAULT_FUSION.method == "convex" and key == f"{DEFAULT_FUSION.weight:.1f}"
+            rows.append({"fusion": f"convex α={key}" + (" (default)" if default else ""), "objective": value})
     return str(fusion.get("reason", "")), rows
 
 
