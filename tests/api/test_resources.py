@@ -101,6 +101,39 @@ def test_search_configs_list_carries_the_activation_history(
     ]
 
 
+def test_a_search_configuration_is_made_by_hand_over_http_and_bad_input_stores_nothing(
+    tmp_path: Path, make_installation: Callable[[Path], Any]
+) -> None:
+    installation = make_installation(tmp_path)
+    admin = {"Authorization": f"Bearer {installation.keys['admin']}"}
+    url = "/v1/corpora/kb/search-configs"
+    with TestClient(create_app(installation.settings)) as client:
+        made = client.post(url, json={"fusion": "convex", "alpha": 1.0, "note": "dense only"}, headers=admin)
+        assert made.status_code == 201, made.text
+        assert (made.json()["version"], made.json()["fusion"], made.json()["active"]) == (
+            1,
+            "convex α=1.00 (tmm)",
+            False,
+        )
+        refused = {
+            404: ({"retriever": "nope"}, "Model 'nope' is not registered;"),
+            422: ({"reranker": "base"}, "Model 'base' is a retriever, not a reranker (a cross-encoder)."),
+        }
+        for code, (body, sentence) in refused.items():
+            response = client.post(url, json=body, headers=admin)
+            assert response.status_code == code and response.json()["detail"].startswith(sentence), response.text
+        invalid: list[dict[str, Any]] = [{"alpha": 1.5}, {"fusion": "mean"}, {"retriever": "base", "colour": "red"}]
+        for bad in invalid:
+            assert client.post(url, json=bad, headers=admin).status_code == 422, bad
+        search_key = {"Authorization": f"Bearer {installation.keys['search-a']}"}
+        assert client.post(url, json={}, headers=search_key).status_code == 403
+        listing = client.get(url, headers=admin).json()
+        assert [(c["version"], c["note"]) for c in listing["configs"]] == [(1, "dense only")]  # nothing else stored
+        assert client.post(f"{url}/1/promote", headers=admin).status_code == 200
+        search = client.post("/v1/corpora/kb/search", json={"query": "fjords", "config": "1"}, headers=admin)
+        assert search.status_code == 200, search.text
+
+
 def task_body(name: str, examples: int = 2) -> dict[str, Any]:
     return {
         "name": name,

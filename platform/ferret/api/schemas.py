@@ -433,6 +433,21 @@ class SearchConfigOut(BaseModel):
     activated_at: str | None
 
 
+class SearchConfigCreate(BaseModel):
+    """A search configuration made by hand; stored, not active (promote it by version)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retriever: str = Field(default="base", max_length=128, description="The dual encoder the first stage searches.")
+    fusion: Literal["convex", "rrf"] = Field(default="convex", description="How hybrid search fuses dense and BM25.")
+    alpha: float = Field(default=0.7, ge=0.0, le=1.0, description="A convex fusion's dense share (1: dense only).")
+    normalisation: Literal["tmm", "minmax"] = Field(default="tmm", description="A convex fusion's score scaling.")
+    reranker: str | None = Field(default=None, max_length=128, description="A trained cross-encoder, or none.")
+    rerank_depth: int = Field(default=10, ge=1, le=1000, description="Documents the reranker reads per query.")
+    rerank_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="The reranker's share of the fused score.")
+    note: str = Field(default="", max_length=500)
+
+
 class SearchConfigList(BaseModel):
     corpus: str
     configs: list[SearchConfigOut]

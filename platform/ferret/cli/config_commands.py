@@ -12,7 +12,14 @@ from ferret.core.db.activation import CONFIG, activation_history, history_line
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
-from ferret.core.search.configuration import describe, promote_config, rollback_config
+from ferret.core.search.configuration import (
+    DEFAULT_RERANK_DEPTH,
+    create_config,
+    describe,
+    promote_config,
+    rollback_config,
+)
+from ferret.core.search.fusion import DEFAULT_FUSION, FUSION_METHODS, NORMALISATIONS, Fusion
 from ferret.runtime.context import app_context
 
 config_app = typer.Typer(
@@ -58,6 +65,42 @@ def show(corpus: CorpusOption, version: Annotated[int, typer.Argument(help="Conf
     with app_context() as ctx:
         config = get_search_config(ctx.session, get_corpus(ctx.session, corpus), version)
         console.print_json(data={**describe(config), "evidence": config.evidence})
+
+
+@config_app.command("create")
+def create(
+    corpus: CorpusOption,
+    retriever: Annotated[str, typer.Option(help="The dual encoder whose index the first stage searches.")] = "base",
+    fusion: Annotated[
+        str, typer.Option(help=f"How hybrid search fuses dense and BM25: {' or '.join(FUSION_METHODS)}.")
+    ] = DEFAULT_FUSION.method,
+    alpha: Annotated[
+        float, typer.Option(help="The dense share of a convex fusion (1: dense only, 0: BM25 only).")
+    ] = DEFAULT_FUSION.weight,
+    normalisation: Annotated[
+        str, typer.Option(help=f"Score normalisation of a convex fusion: {' or '.join(NORMALISATIONS)}.")
+    ] = DEFAULT_FUSION.normalisation,
+    reranker: Annotated[str | None, typer.Option(help="A trained cross-encoder to rerank the top documents.")] = None,
+    depth: Annotated[int, typer.Option(help="Documents the reranker reads per query.")] = DEFAULT_RERANK_DEPTH,
+    rerank_weight: Annotated[
+        float, typer.Option(help="The reranker's share of the fused score (1: its order alone).")
+    ] = 0.5,
+    note: Annotated[str, typer.Option(help="Why it was made, shown by `ferret config list`.")] = "",
+) -> None:
+    """Make a configuration by hand (a fusion weight, RRF, a reranker at another depth); it is not active until
+    `ferret config promote`, and `ferret search --config N` compares it first."""
+    with app_context() as ctx:
+        corpus_row = get_corpus(ctx.session, corpus)
+        config = create_config(
+            ctx.session, corpus_row, retriever=retriever, fusion=Fusion(fusion, alpha, normalisation),  # type: ignore[arg-type]
+            reranker=reranker, rerank_depth=depth, rerank_weight=rerank_weight, note=note, actor=cli_actor(),
+        )  # fmt: skip
+        shown = describe(config)
+        console.print(
+            f"configuration {config.version} of {corpus}: retriever {shown['retriever']}, {shown['fusion']}"
+            + (f", reranker {shown['reranker']} @{config.rerank_depth}" if shown["reranker"] else "")
+            + f"; not active: `ferret config promote --corpus {corpus} {config.version}`"
+        )
 
 
 @config_app.command("promote")

@@ -10,7 +10,8 @@ from sqlalchemy.orm import Session
 from ferret.core.db.model_version import create_model_version, find_model_version
 from ferret.core.encoder.registry import ModelRegistry, base_model_path
 from ferret.core.errors import ConflictError, InvalidInputError
-from ferret.core.rerank.stage import CROSS_ENCODER_KIND, distill_encoder, register_reranker
+from ferret.core.rerank.cross_encoder import CROSS_ENCODER_KIND
+from ferret.core.rerank.stage import distill_encoder, register_reranker
 from ferret.core.rerank.training import TrainingGroup
 from ferret.core.settings import FerretSettings
 from ferret.core.training.distillation import DistillationConfig

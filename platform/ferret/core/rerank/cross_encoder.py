@@ -36,6 +36,8 @@ logger = logging.getLogger(__name__)
 
 _CACHE: dict[tuple[str, str, int, str | None], CrossScorer] = {}
 _LOCK = threading.Lock()
+CROSS_ENCODER_KIND = "cross_encoder"
+"""``ModelVersion.kind`` of a trained reranker (a dual encoder's is ``dual_encoder``)."""
 
 
 class CrossScorer(Protocol):

@@ -20,7 +20,7 @@ from ferret.core.db.models import Corpus, GenerationRun, ModelVersion
 from ferret.core.db.synthetic import document_texts, training_pairs
 from ferret.core.encoder.registry import BASE_MODEL_NAME, base_model_path
 from ferret.core.errors import ConflictError, InvalidInputError
-from ferret.core.rerank.cross_encoder import prepare_reranker
+from ferret.core.rerank.cross_encoder import CROSS_ENCODER_KIND, prepare_reranker
 from ferret.core.rerank.training import (
     MIN_PAIRS,
     RerankerTrainingConfig,
@@ -33,8 +33,6 @@ from ferret.core.search.configuration import SearchPlan
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
 from ferret.core.training.distillation import DistillationConfig, teacher_scores, train_margin_mse
-
-CROSS_ENCODER_KIND = "cross_encoder"
 
 
 def reranker_groups(

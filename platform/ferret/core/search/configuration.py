@@ -23,13 +23,20 @@ from ferret.core.db.activation import CONFIG, PROMOTE, ROLLBACK, record_activati
 from ferret.core.db.audit import SYSTEM_ACTOR, record_event
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import active_index_version, live_index_versions
+from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig
-from ferret.core.db.search_config import active_search_config, get_search_config, list_search_configs, mark_active
+from ferret.core.db.search_config import (
+    active_search_config,
+    create_search_config,
+    get_search_config,
+    list_search_configs,
+    mark_active,
+)
 from ferret.core.encoder.registry import BASE_MODEL_NAME
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.rerank.cross_encoder import CrossScorer, load_reranker
+from ferret.core.rerank.cross_encoder import CROSS_ENCODER_KIND, CrossScorer, load_reranker
 from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 from ferret.core.settings import FerretSettings
 
@@ -163,6 +170,57 @@ def _first_stage_only(session: Session, corpus: Corpus, config: SearchConfig) ->
     except ConflictError:
         return None
     return SearchPlan(index.collection, index.model_version.path, Fusion.from_json(config.fusion), label="degraded")
+
+
+def create_config(
+    session: Session,
+    corpus: Corpus,
+    *,
+    retriever: str = BASE_MODEL_NAME,
+    fusion: Fusion = DEFAULT_FUSION,
+    reranker: str | None = None,
+    rerank_depth: int = DEFAULT_RERANK_DEPTH,
+    rerank_weight: float = 0.5,
+    note: str = "",
+    actor: str = SYSTEM_ACTOR,
+) -> SearchConfig:
+    """A configuration made by hand (an admin's fusion weight, RRF, a reranker at another depth), stored and not
+    active: ``promote_config`` makes it what search runs, and ``--config N`` searches it beside the active one. Its
+    plan is resolved before it is committed, so a model that is not registered, a reranker named as a retriever (or
+    the reverse), a retriever without a live index of the corpus or a reranker without its files is refused in one
+    sentence and nothing is stored."""
+    model = find_model_version(session, retriever)
+    if model is None:
+        raise NotFoundError(
+            f"Model {retriever!r} is not registered; `ferret index list --corpus {corpus.name}` names the models "
+            "indexed for this corpus."
+        )
+    if model.kind == CROSS_ENCODER_KIND:
+        raise InvalidInputError(f"Model {retriever!r} is a reranker (a cross-encoder), not a retriever.")
+    scorer = None
+    if reranker is not None:
+        scorer = find_model_version(session, reranker)
+        if scorer is None:
+            raise NotFoundError(f"Reranker {reranker!r} is not registered.")
+        if scorer.kind != CROSS_ENCODER_KIND:
+            raise InvalidInputError(f"Model {reranker!r} is a retriever, not a reranker (a cross-encoder).")
+        if not 1 <= rerank_depth <= 1000:
+            raise InvalidInputError(f"The reranker's depth must be between 1 and 1000 documents, not {rerank_depth}.")
+    if not 0.0 <= rerank_weight <= 1.0:
+        raise InvalidInputError(f"The reranker's weight must be between 0 and 1, not {rerank_weight}.")
+    config = create_search_config(
+        session, corpus, model, fusion.to_json(), reranker=scorer, rerank_depth=rerank_depth,
+        rerank_weight=rerank_weight, evidence={"made_by": actor}, note=note,
+    )  # fmt: skip
+    try:
+        plan_for(session, corpus, config)
+    except BaseException:
+        session.rollback()
+        raise
+    shown = {key: describe(config)[key] for key in ("version", "retriever", "fusion", "reranker", "rerank_depth")}
+    record_event(session, actor, "config.create", corpus.name, shown)
+    session.commit()
+    return config
 
 
 def promote_config(

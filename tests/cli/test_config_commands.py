@@ -1,0 +1,66 @@
+"""`ferret config create`: a search configuration made by hand (a fusion weight, RRF, a reranker at another depth),
+stored and not active until promoted; bad input is refused in one sentence and stores nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ferret.cli.main import app
+from ferret.core.db.audit import list_events
+from ferret.core.db.corpus import get_corpus
+from ferret.core.db.engine import session_scope
+from ferret.core.db.search_config import active_search_config, list_search_configs
+from ferret.core.search.fusion import Fusion
+from ferret.core.settings import get_settings
+
+runner = CliRunner()
+MakeFiles = Callable[[Path, dict[str, str | bytes]], Path]
+
+
+def error_of(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 1, result.output
+    return " ".join(result.stderr.split())
+
+
+def test_a_configuration_made_by_hand_is_stored_inactive_and_bad_input_stores_nothing(
+    ferret_home: Path, make_files: MakeFiles, tmp_path: Path
+) -> None:
+    folder = make_files(tmp_path / "docs", {"a.txt": "Glaciers carve fjords.", "b.txt": "Volcanoes erupt lava."})
+    assert runner.invoke(app, ["ingest", "--corpus", "kb", "--path", str(folder)]).exit_code == 0
+    assert runner.invoke(app, ["index", "build", "--corpus", "kb"]).exit_code == 0
+
+    made = runner.invoke(app, ["config", "create", "--corpus", "kb", "--fusion", "rrf", "--note", "compare with RRF"])
+    assert made.exit_code == 0, made.output
+    assert "configuration 1 of kb: retriever base, rrf; not active" in " ".join(made.output.split())
+
+    assert error_of(["config", "create", "--corpus", "kb", "--alpha", "1.5"]) == (
+        "Error: The fusion weight must be between 0 and 1, not 1.5."
+    )
+    assert error_of(["config", "create", "--corpus", "kb", "--fusion", "mean"]) == (
+        "Error: Fusion method 'mean' is not one of rrf, convex."
+    )
+    assert error_of(["config", "create", "--corpus", "kb", "--retriever", "nope"]).startswith(
+        "Error: Model 'nope' is not registered;"
+    )
+    assert error_of(["config", "create", "--corpus", "kb", "--reranker", "base"]) == (
+        "Error: Model 'base' is a retriever, not a reranker (a cross-encoder)."
+    )
+
+    with session_scope(get_settings().database_url) as session:
+        corpus = get_corpus(session, "kb")
+        configs = list_search_configs(session, corpus)
+        assert [(c.version, Fusion.from_json(c.fusion), c.note) for c in configs] == [
+            (1, Fusion("rrf", 0.7, "tmm"), "compare with RRF")
+        ]  # the refused ones left no row
+        assert active_search_config(session, corpus) is None
+        created = [e for e in list_events(session) if e.action == "config.create"]
+        assert len(created) == 1 and created[0].actor.startswith("cli:") and created[0].detail["fusion"] == "rrf"
+
+    default_order = runner.invoke(app, ["search", "lava", "--corpus", "kb"]).output
+    assert runner.invoke(app, ["config", "promote", "--corpus", "kb", "1"]).exit_code == 0
+    promoted = " ".join(runner.invoke(app, ["search", "lava", "--corpus", "kb"]).output.split())
+    assert "b.txt" in promoted and promoted != " ".join(default_order.split())  # RRF scores, not the convex ones
