@@ -14,7 +14,7 @@ pytest.importorskip("streamlit", reason="the admin needs the ui extra: pip insta
 from streamlit.testing.v1 import AppTest
 
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.search_config import active_search_config, create_search_config
+from ferret.core.db.search_config import active_search_config, create_search_config, list_search_configs
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.search.fusion import Fusion
 from ferret.ui.runtime import open_context
@@ -104,6 +104,33 @@ def test_list_promote_and_roll_back_search_configurations(configured_home: Path)
         "Corpus 'kb' has no earlier search configuration to roll back to (configuration 1 is the oldest activation "
         "left); promote one by number with `ferret config promote`."
     ]
+
+
+def test_an_admin_makes_a_configuration_by_hand(configured_home: Path) -> None:
+    """The form stores an inactive configuration with the fusion chosen; a model that is not registered is refused
+    in one sentence and stores nothing."""
+    app = run(AppTest.from_file(str(VIEWS / "evaluation.py"), default_timeout=TIMEOUT_S))
+    app.selectbox(key="make-fusion-kb").select("rrf")
+    app.text_input(key="make-note-kb").input("compare with RRF")
+    run(app)
+    app.button(key="make-config-kb").click()
+    run(app)
+    assert not app.error, [e.value for e in app.error]
+    assert [s.value for s in app.success] == [
+        "Search configuration 3 of kb made (base, rrf); it is not active until promoted."
+    ]
+    table = next(frame.value for frame in app.dataframe if "retriever" in frame.value.columns)
+    assert list(table["version"]) == [1, 2, 3] and list(table["fusion"])[2] == "rrf"
+    assert list(table["note"])[2] == "compare with RRF" and list(table["state"])[2] == "ready"
+
+    app.text_input(key="make-retriever-kb").input("nope")
+    run(app)
+    app.button(key="make-config-kb").click()
+    run(app)
+    assert [e.value for e in app.error][:1] and app.error[0].value.startswith("Model 'nope' is not registered;")
+    with open_context() as context:
+        assert len(list_search_configs(context.session, get_corpus(context.session, "kb"))) == 3
+    assert active_version() is None
 
 
 def test_a_configuration_shows_how_its_fusion_was_chosen(configured_home: Path) -> None:

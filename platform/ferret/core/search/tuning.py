@@ -182,8 +182,10 @@ def choose_fusion(
             ]
         )
 
-    convex = [reciprocal(fusion) for fusion in _convex(normalisation)]
-    choice = fusion_from_ranks(reciprocal(default), convex, evidence, normalisation, default=default)
+    grid = _convex(normalisation)
+    convex = [reciprocal(fusion) for fusion in grid]
+    default_ranks = convex[grid.index(default)] if default in grid else reciprocal(default)
+    choice = fusion_from_ranks(default_ranks, convex, evidence, normalisation, default=default)
     return replace(choice, scores={"rrf": objective(reciprocal(RRF), evidence), **choice.scores})
 
 

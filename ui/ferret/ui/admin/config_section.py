@@ -13,8 +13,8 @@ from ferret.core.db.activation import CONFIG, activation_history
 from ferret.core.db.audit import local_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
-from ferret.core.search.configuration import describe, promote_config, rollback_config
-from ferret.core.search.fusion import DEFAULT_FUSION
+from ferret.core.search.configuration import create_config, describe, promote_config, rollback_config
+from ferret.core.search.fusion import DEFAULT_FUSION, FUSION_METHODS, Fusion
 from ferret.ui.admin.common import activation_rows, run_action
 from ferret.ui.runtime import open_context
 
@@ -26,6 +26,42 @@ def promote_search_config(corpus_name: str, version: int) -> str:
         promote_config(context.session, context.settings, context.backend, corpus, config, actor=local_actor("admin"))
         context.searcher.active_plans.forget(corpus_name)  # this process's searches see it now, not in 2 s
         return f"Search configuration {version} of {corpus_name} is active."
+
+
+def make_search_config(corpus_name: str, retriever: str, method: str, alpha: float, note: str) -> str:
+    with open_context() as context:
+        corpus = get_corpus(context.session, corpus_name)
+        fusion = Fusion(method, alpha)  # type: ignore[arg-type]
+        config = create_config(
+            context.session, corpus, retriever=retriever.strip(), fusion=fusion, note=note, actor=local_actor("admin")
+        )
+        return (
+            f"Search configuration {config.version} of {corpus_name} made ({config.retriever_name}, "
+            f"{fusion.describe()}); it is not active until promoted."
+        )
+
+
+def make_form(corpus_name: str) -> None:
+    """A configuration by hand: the retriever and the fusion an admin wants to compare or roll out."""
+    with st.expander(f"Make a configuration of {corpus_name} by hand", expanded=False):
+        left, middle, right = st.columns([2, 1, 2])
+        retriever = left.text_input("Retriever model", value="base", key=f"make-retriever-{corpus_name}")
+        method = middle.selectbox(
+            "Fusion",
+            FUSION_METHODS,
+            index=FUSION_METHODS.index(DEFAULT_FUSION.method),
+            key=f"make-fusion-{corpus_name}",
+        )
+        alpha = right.slider(
+            "Dense share α (convex)", 0.0, 1.0, DEFAULT_FUSION.weight, 0.1, key=f"make-alpha-{corpus_name}"
+        )
+        note = st.text_input("Note", key=f"make-note-{corpus_name}")
+        st.button(
+            "Make configuration",
+            key=f"make-config-{corpus_name}",
+            on_click=run_action,
+            args=(partial(make_search_config, corpus_name, retriever, str(method), float(alpha), note),),
+        )
 
 
 def roll_back_search_config(corpus_name: str) -> str:
@@ -101,6 +137,7 @@ def search_configurations_section(context: Any, corpus_names: list[str]) -> None
         corpus = get_corpus(context.session, corpus_name)
         configs = list_search_configs(context.session, corpus)
         st.markdown(f"**{corpus_name}**")
+        make_form(corpus_name)
         if not configs:
             st.caption(
                 f"No search configuration yet: search runs {DEFAULT_FUSION.describe()} over the active index version."
