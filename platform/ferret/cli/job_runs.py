@@ -94,7 +94,8 @@ _PROGRESS_KEYS = frozenset({"activity", "stage_progress", "stage_number", "stage
 def _label(job: Job) -> str:
     """``job 7 ingest: ingesting, added 200, updated 3``: the stage, its activity and a few of the job's counts. A job
     of several stages says which and how far into it (``generate (stage 1 of 6, 60%)``), because the bar beside it is
-    the whole job's: 60% of the first of six stages is 10% of the job."""
+    the whole job's, each stage weighed by its share of the job's time (``Stage.share``): 60% of the pipeline's
+    generation, 70% of its time, is 42% of the job."""
     counts = job.counts or {}
     stage = job.stage or job.state.value
     number, stages, done = (counts.get(key) for key in ("stage_number", "stages", "stage_progress"))

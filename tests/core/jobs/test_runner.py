@@ -71,6 +71,35 @@ def test_a_step_records_its_result(settings: FerretSettings, database_url: str) 
     assert (job.state, job.result, job.attempts, job.progress) == (JobState.SUCCEEDED, {"added": 3}, 1, 1.0)
 
 
+def test_a_jobs_progress_weighs_each_stage_by_its_share(settings: FerretSettings, database_url: str) -> None:
+    """A first stage of three quarters of the job's time, half done, is 37.5% of the job (not 25%, as two equal
+    stages would read); after it, 75%; half the second, 87.5%."""
+    job_id = _new_job(settings)
+    seen: list[float] = []
+
+    def stage(context: StageContext, payload: dict[str, Any]) -> dict[str, Any]:
+        context.progress("working", 0.5)
+        assert isinstance(context.progress, JobProgress)
+        context.progress.flush()
+        seen.append(_job(settings, job_id).progress)
+        return payload
+
+    pipeline: Pipeline[dict[str, Any]] = Pipeline(
+        kind="ingest",
+        stages=(Stage("long", stage, WorkerQueue.CPU, share=3), Stage("short", stage, WorkerQueue.CPU, share=1)),
+        load=dict,
+        dump=dict,
+        job_id=lambda payload: int(payload["job_id"]),
+        counts=lambda payload: {},
+    )
+    assert pipeline.span("long") == (0.0, 0.75) and pipeline.span("short") == (0.75, 1.0)
+    payload = run_job_step(settings, {"job_id": job_id}, pipeline=pipeline, stage="long")
+    assert _job(settings, job_id).progress == pytest.approx(0.75)
+    run_job_step(settings, payload, pipeline=pipeline, stage="short")
+    assert seen == [pytest.approx(0.375), pytest.approx(0.875)]
+    assert _job(settings, job_id).progress == pytest.approx(1.0)
+
+
 def test_a_user_error_fails_the_job_with_its_sentence(settings: FerretSettings, database_url: str) -> None:
     job_id = _new_job(settings)
 

@@ -55,6 +55,7 @@ class JobProgress:
         stage: str,
         stage_index: int = 0,
         stage_count: int = 1,
+        span: tuple[float, float] | None = None,
         interval_s: float = 0.5,
         counts: Mapping[str, Any] | None = None,
         clock: Callable[[], float] = time.monotonic,
@@ -65,6 +66,8 @@ class JobProgress:
         self.stage = stage
         self.stage_index = stage_index
         self.stage_count = max(1, stage_count)
+        self.span = span or (self.stage_index / self.stage_count, (self.stage_index + 1) / self.stage_count)
+        """Where the stage starts and ends within the job (``Pipeline.span``; equal stages when not given)."""
         self.interval_s = interval_s
         self.counts: dict[str, Any] = dict(counts or {})
         self._clock = clock
@@ -87,7 +90,8 @@ class JobProgress:
     def flush(self) -> None:
         """Write now and check for a cancel (raises ``JobCancelled``)."""
         self._last_write = self._clock()
-        overall = (self.stage_index + self._fraction) / self.stage_count
+        start, end = self.span
+        overall = start + self._fraction * (end - start)
         counts = {
             **self.counts,
             "activity": self._activity,

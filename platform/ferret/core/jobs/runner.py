@@ -79,6 +79,7 @@ def job_step(
     *,
     stage_index: int = 0,
     stage_count: int = 1,
+    span: tuple[float, float] | None = None,
     retry: bool = False,
 ) -> Iterator[JobProgress]:
     """Bookkeeping around one step; ``retry`` says whether a transient failure will be delivered again."""
@@ -98,7 +99,7 @@ def job_step(
             session.commit()  # raising below rolls back whatever is not committed
             raise JobStopped(job_id, message)
         start_attempt(session, job_id, stage)
-    progress = JobProgress(url, job_id, stage=stage, stage_index=stage_index, stage_count=stage_count)
+    progress = JobProgress(url, job_id, stage=stage, stage_index=stage_index, stage_count=stage_count, span=span)
     try:
         progress.flush()  # the stage is visible at once, and a cancel since the check above stops it here
         yield progress
@@ -134,9 +135,11 @@ def run_job_step(
     if job_id is None:
         raise ValueError("a job step needs the job id in its payload")
     declared = pipeline.stage(stage)
-    index, count = pipeline.index(stage), len(pipeline.stages)
+    index, count, span = pipeline.index(stage), len(pipeline.stages), pipeline.span(stage)
     url = settings.database_url
-    with job_step(settings, job_id, declared.name, stage_index=index, stage_count=count, retry=retry) as progress:
+    with job_step(
+        settings, job_id, declared.name, stage_index=index, stage_count=count, span=span, retry=retry
+    ) as progress:
         if pipeline.counts is not None:
             progress.add_counts(**pipeline.counts(state))
         with (
@@ -149,7 +152,7 @@ def run_job_step(
         if pipeline.counts is not None:
             # No cancel check now: the stage's work is done and committed (a cancel stops the next stage).
             done = {**progress.counts, **pipeline.counts(state), "activity": f"{stage} done", "stage_progress": 1.0}
-            update_progress(session, job_id, progress=(index + 1) / count, counts=done)
+            update_progress(session, job_id, progress=span[1], counts=done)
         if index == count - 1:
             finish_job(session, job_id, result)
         else:

@@ -331,16 +331,20 @@ def prepare_job(
     return JobLaunch(row.corpus_id, begin)
 
 
+# Each stage's share of the job's progress: the quickstart's stage times on 2 CPU cores (generate 176 s, filter 4,
+# train 41, guard 8, configure 1; benchmarks/RESULTS.md, issue 12, twentieth session), rounded, with room for the
+# index build a promoted model gets. Generation dominates on a GPU too: 189 of the 267 s of SciFact's pipeline on an
+# H100 (71%; benchmarks/RESULTS.md, issue 16).
 PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
     kind=JOB_PIPELINE,
     stages=(
-        Stage("generate", generate_stage, WorkerQueue.LLM, needs=frozenset({Resource.LLM})),
+        Stage("generate", generate_stage, WorkerQueue.LLM, needs=frozenset({Resource.LLM}), share=70),
         # The index: round trip through a live index (the base model's, or the hybrid first stage).
-        Stage("filter", filter_stage, WorkerQueue.CPU, needs=frozenset({Resource.INDEX})),
-        Stage("train", train_stage, WorkerQueue.GPU),
-        Stage("guard", guard_stage, WorkerQueue.GPU),
-        Stage("index", index_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
-        Stage("configure", configure_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
+        Stage("filter", filter_stage, WorkerQueue.CPU, needs=frozenset({Resource.INDEX}), share=2),
+        Stage("train", train_stage, WorkerQueue.GPU, share=16),
+        Stage("guard", guard_stage, WorkerQueue.GPU, share=4),
+        Stage("index", index_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX}), share=6),
+        Stage("configure", configure_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX}), share=2),
     ),
     load=PipelineState.from_json,
     dump=PipelineState.to_json,
