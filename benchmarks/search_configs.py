@@ -272,9 +272,13 @@ def main() -> None:
         report["filters"] = state.filters
         retriever = find_model_version(ctx.session, args.retriever_name)
         if retriever is None and args.train_retriever:
-            for stage in (train_stage, guard_stage, index_stage):
-                state = stage(stage_context, state)
-            retriever = registry.get(args.retriever_name)
+            try:
+                for stage in (train_stage, guard_stage, index_stage):
+                    state = stage(stage_context, state)
+                retriever = registry.get(args.retriever_name)
+            except InvalidInputError as error:  # too few kept pairs: the rows say so, the base rows still print
+                console.print(f"[yellow]no trained retriever:[/] {error}")
+                report["notes"].append(f"no trained retriever: {error}")
         report["stage_seconds"] = state.seconds
         console.print("pipeline stages (s): " + ", ".join(f"{k} {v:.1f}" for k, v in state.seconds.items()))
         passages = passage_texts(document_texts(ctx.session, corpus))
