@@ -61,3 +61,14 @@ def running_process(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def cli_error(args: Sequence[str]) -> str:
+    """The one-sentence error a `ferret` command fails with (exit code 1), white space folded."""
+    from typer.testing import CliRunner
+
+    from ferret.cli.main import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 1, result.output
+    return " ".join(result.stderr.split())

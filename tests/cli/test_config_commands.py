@@ -15,15 +15,10 @@ from ferret.core.db.engine import session_scope
 from ferret.core.db.search_config import active_search_config, list_search_configs
 from ferret.core.search.fusion import Fusion
 from ferret.core.settings import get_settings
+from ferret_testing import cli_error as error_of
 
 runner = CliRunner()
 MakeFiles = Callable[[Path, dict[str, str | bytes]], Path]
-
-
-def error_of(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 1, result.output
-    return " ".join(result.stderr.split())
 
 
 def test_a_configuration_made_by_hand_is_stored_inactive_and_bad_input_stores_nothing(

@@ -16,15 +16,10 @@ from ferret.core.db.corpus import find_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.settings import get_settings
+from ferret_testing import cli_error as error_of
 
 runner = CliRunner()
 MakeFiles = Callable[[Path, dict[str, str | bytes]], Path]
-
-
-def error_of(args: list[str]) -> str:
-    result = runner.invoke(app, args)
-    assert result.exit_code == 1, result.output
-    return " ".join(result.stderr.split())
 
 
 def test_a_wrong_path_is_named_as_the_option(ferret_home: Path, tmp_path: Path) -> None:
