@@ -217,8 +217,9 @@ def create_config(
     except BaseException:
         session.rollback()
         raise
-    shown = {key: describe(config)[key] for key in ("version", "retriever", "fusion", "reranker", "rerank_depth")}
-    record_event(session, actor, "config.create", corpus.name, shown)
+    shown = describe(config)
+    detail = {key: shown[key] for key in ("version", "retriever", "fusion", "reranker", "rerank_depth")}
+    record_event(session, actor, "config.create", corpus.name, detail)
     session.commit()
     return config
 
