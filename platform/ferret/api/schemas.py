@@ -13,6 +13,9 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 
 from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.models import ApiKeyScope, IndexState, JobState
+from ferret.core.encoder.registry import BASE_MODEL_NAME
+from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH
+from ferret.core.search.fusion import DEFAULT_FUSION, FusionMethod, Normalisation
 from ferret.core.sources import limits
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
 
@@ -438,12 +441,20 @@ class SearchConfigCreate(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    retriever: str = Field(default="base", max_length=128, description="The dual encoder the first stage searches.")
-    fusion: Literal["convex", "rrf"] = Field(default="convex", description="How hybrid search fuses dense and BM25.")
-    alpha: float = Field(default=0.7, ge=0.0, le=1.0, description="A convex fusion's dense share (1: dense only).")
-    normalisation: Literal["tmm", "minmax"] = Field(default="tmm", description="A convex fusion's score scaling.")
+    retriever: str = Field(
+        default=BASE_MODEL_NAME, max_length=128, description="The dual encoder the first stage searches."
+    )
+    fusion: FusionMethod = Field(default=DEFAULT_FUSION.method, description="How hybrid search fuses dense and BM25.")
+    alpha: float = Field(
+        default=DEFAULT_FUSION.weight, ge=0.0, le=1.0, description="A convex fusion's dense share (1: dense only)."
+    )
+    normalisation: Normalisation = Field(
+        default=DEFAULT_FUSION.normalisation, description="A convex fusion's score scaling."
+    )
     reranker: str | None = Field(default=None, max_length=128, description="A trained cross-encoder, or none.")
-    rerank_depth: int = Field(default=10, ge=1, le=1000, description="Documents the reranker reads per query.")
+    rerank_depth: int = Field(
+        default=DEFAULT_RERANK_DEPTH, ge=1, le=1000, description="Documents the reranker reads per query."
+    )
     rerank_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="The reranker's share of the fused score.")
     note: str = Field(default="", max_length=500)
 
