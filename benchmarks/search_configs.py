@@ -55,6 +55,26 @@ RERANKER = "reranker"
 RETRIEVER = "best"
 
 
+class LineProgress:
+    """The pipeline's progress as plain lines: one at each tenth of an activity and, between those, one a minute at
+    most, so that a long run on 2 cores (generation, the reranker's training) shows where it is."""
+
+    def __init__(self, console: Any, every_s: float = 60.0) -> None:
+        self.console, self.every_s = console, every_s
+        self.started = time.perf_counter()
+        self.last: tuple[str, int, float] = ("", -1, 0.0)
+
+    def __call__(self, activity: str, fraction: float) -> None:
+        now, tenth = time.perf_counter(), int(10 * max(0.0, min(1.0, fraction)))
+        name, last_tenth, last_at = self.last
+        if activity != name or tenth != last_tenth or now - last_at >= self.every_s:
+            self.console.print(f"[{now - self.started:7.0f}s] {activity}: {100 * fraction:.0f}%", highlight=False)
+            self.last = (activity, tenth, now)
+
+    def fraction(self, activity: str) -> Any:
+        return lambda fraction: self(activity, fraction)
+
+
 def precomputed_passage_vectors(texts_path: Path, vectors_path: Path) -> None:
     """Passage vectors computed on another machine by the same base model (``--vectors``): the base index build
     looks them up by text instead of embedding on the 2 shared cores; a text it does not find is embedded here."""
@@ -238,7 +258,8 @@ def main() -> None:
             **{name: value for name in ("learning_rate", "base_weight") if (value := getattr(args, name)) is not None},
         )  # fmt: skip
         state = PipelineState.start(task, pipeline, model_name=args.retriever_name, reference_model="base")
-        stage_context = StageContext(ctx.session, ctx.settings, index_backend=ctx.backend)
+        progress = LineProgress(console)
+        stage_context = StageContext(ctx.session, ctx.settings, progress=progress, index_backend=ctx.backend)
         previous = latest_run(ctx.session, task)
         if args.no_generate and previous is not None:
             state = state.advance("generate", 0.0, run_id=previous.id)  # an earlier (perhaps partial) run, as it is
@@ -370,7 +391,14 @@ def main() -> None:
                 console.print(f"wrote {len(groups)} training groups to {args.export_groups}; train them and rerun")
                 return
             elif groups:
-                reranker_model = train_reranker(ctx.session, ctx.settings, groups, RERANKER, config)
+                reranker_model = train_reranker(
+                    ctx.session,
+                    ctx.settings,
+                    groups,
+                    RERANKER,
+                    config,
+                    progress=progress.fraction("training the reranker"),
+                )
                 ctx.session.commit()
         depths = [int(d) for d in args.depths.split(",") if d]
         full, keeps_reranker = first, False

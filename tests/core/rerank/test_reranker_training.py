@@ -45,7 +45,7 @@ def _groups() -> list[TrainingGroup]:
 @pytest.mark.slow
 def test_a_few_groups_are_overfit_and_the_reranker_ranks_their_passages_first(tmp_path: Path) -> None:
     config = RerankerTrainingConfig(
-        negatives=3, epochs=1, min_steps=40, batch_size=4, learning_rate=1e-4, head_learning_rate=3e-3,
+        negatives=3, epochs=1, cpu_min_steps=40, batch_size=4, learning_rate=1e-4, head_learning_rate=3e-3,
         max_length=64,
     )  # fmt: skip
     report = train_cross_encoder(_groups(), base_model_path(), tmp_path / "ce", config, device="cpu", minimum_pairs=1)
@@ -74,6 +74,14 @@ def test_more_epochs_until_the_minimum_number_of_steps() -> None:
     assert config.steps(20_000) == (4, 4 * 1250)  # a large set keeps its 4 epochs
 
 
+def test_a_cpu_trains_its_epochs_without_the_gpu_minimum() -> None:
+    """600 steps of ~17 s on 2 cores would be about 3 hours: a CPU runs ``epochs`` epochs, early stopping on top."""
+    config = RerankerTrainingConfig(epochs=4, batch_size=16)
+    assert config.steps(257, "cpu") == (4, 4 * 17)
+    assert config.steps(257, "cuda:0") == (36, 36 * 17)
+    assert RerankerTrainingConfig(epochs=4, cpu_min_steps=100, batch_size=16).steps(257, "cpu") == (6, 6 * 17)
+
+
 @pytest.mark.slow
 def test_the_held_out_score_chooses_the_checkpoint_and_stops_training(tmp_path: Path) -> None:
     """Held-out groups that contradict the training ones (each query's own passage is their negative) score worse
@@ -89,7 +97,7 @@ def test_the_held_out_score_chooses_the_checkpoint_and_stops_training(tmp_path: 
         if j != i
     ]
     config = RerankerTrainingConfig(
-        negatives=3, epochs=1, min_steps=40, batch_size=4, learning_rate=1e-4, head_learning_rate=3e-3,
+        negatives=3, epochs=1, cpu_min_steps=40, batch_size=4, learning_rate=1e-4, head_learning_rate=3e-3,
         max_length=64, evaluations=10, patience=3,
     )  # fmt: skip
     report = train_cross_encoder(
