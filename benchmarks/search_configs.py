@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/search_configs.py --dataset ../shared/datasets/scifact --home DIR \
         [--e-doc Article --e-query Claim --description "..."] [--max-documents 400 --queries-per-doc 3] \
-        [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--json OUT] \
+        [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--max-queries N] [--json OUT] \
         [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the default until the
@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -118,6 +119,11 @@ def main() -> None:
     parser.add_argument("--export-groups", type=Path, default=None)
     parser.add_argument("--depths", default="10,20,50")
     parser.add_argument("--latency-queries", type=int, default=100)
+    parser.add_argument(
+        "--max-queries", type=int, default=None,
+        help="score a seeded sample of this many test queries (a large split, e.g. SQuAD's 5,688, with the reranker"
+        " rows on 2 cores); default: all",
+    )  # fmt: skip
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--vectors", nargs=2, type=Path, default=None, metavar=("TEXTS_JSON_GZ", "VECTORS_NPY"),
@@ -214,7 +220,10 @@ def main() -> None:
     corpus_name = corpus_name_for(args.dataset)
     queries, qrels = load_queries(args.dataset), load_qrels(args.dataset, args.split)
     query_ids = [q for q in qrels if q in queries and q not in held_back]
-    qrels = {q: judged for q, judged in qrels.items() if q not in held_back}
+    if args.max_queries and len(query_ids) > args.max_queries:
+        query_ids = sorted(random.Random(args.seed).sample(query_ids, args.max_queries))
+        console.print(f"scoring a sample of {len(query_ids)} {args.split} queries (--max-queries, seed {args.seed})")
+    qrels = {q: qrels[q] for q in query_ids}
     texts = [queries[q] for q in query_ids]
     report: dict[str, Any] = {
         "dataset": args.dataset.name, "commit": commit, "examples_split": source_split, "rows": [], "notes": [],
