@@ -16,7 +16,7 @@ import pytest
 from ferret.core.demo import DEMO_DATASET
 from ferret.core.encoder import query_encoder as query_encoders
 from ferret.core.encoder.dual_encoder import DualEncoder
-from ferret.core.encoder.onnx_export import length_buckets
+from ferret.core.encoder.onnx_export import INT8_FILE, length_buckets, quantize_int8
 from ferret.core.encoder.onnx_query_encoder import (
     FAILED_FILE,
     MODEL_FILE,
@@ -159,6 +159,21 @@ def test_int8_vectors_stay_close(encoder: DualEncoder, questions: list[str]) -> 
     cosines = np.sum(encoder.encode_queries(questions) * int8.encode_queries(questions), axis=1)
 
     assert cosines.mean() >= 0.99, cosines.mean()
+
+
+def test_quantising_leaves_no_advice_in_the_log(
+    encoder: DualEncoder, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """ONNX Runtime's quantiser logs "Please consider to run pre-processing" on the root logger at every call."""
+    folder = export_onnx(encoder, onnx_folder(FerretSettings(), encoder.path))
+    shutil.copy(folder / MODEL_FILE, tmp_path / MODEL_FILE)
+
+    with caplog.at_level(logging.INFO):
+        quantized = quantize_int8(tmp_path)
+
+    assert quantized == tmp_path / INT8_FILE and quantized.is_file()
+    assert not [r.getMessage() for r in caplog.records if "pre-processing" in r.getMessage()]
+    assert not logging.getLogger().filters  # the filter goes with the call
 
 
 def test_torch_is_used_when_asked_or_on_a_gpu(tmp_path: Path) -> None:

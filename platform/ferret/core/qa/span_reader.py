@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ferret.core.encoder.new_heads import new_head_expected
 from ferret.core.errors import InvalidInputError
 
 
@@ -77,16 +78,10 @@ class SpanReader:
         drawn with ``seed`` (in a forked RNG, leaving the caller's untouched), so the same data trains the same
         reader whatever ran before in the process."""
         from transformers import AutoModelForQuestionAnswering
-        from transformers.utils import logging as hf_logging
 
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the "newly initialized qa_outputs" warning is expected here
-        try:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                model = AutoModelForQuestionAnswering.from_pretrained(str(base_path), local_files_only=True)
-        finally:
-            hf_logging.set_verbosity(verbosity)
+        with new_head_expected(), torch.random.fork_rng(devices=[]):  # the "newly initialized qa_outputs" warning
+            torch.manual_seed(seed)
+            model = AutoModelForQuestionAnswering.from_pretrained(str(base_path), local_files_only=True)
         return cls(model.to(device), _tokenizer(base_path), **options)
 
     @classmethod

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ferret.core.encoder.new_heads import new_head_expected
 from ferret.core.realm.masking import MaskedSentence
 
 
@@ -54,16 +55,11 @@ class KnowledgeAugmentedEncoder:
     def build(cls, base_path: str | Path, *, device: str = "cpu", **options: Any) -> KnowledgeAugmentedEncoder:
         """BertForMaskedLM on the dual encoder's weights; transformers warns that the transform head is new."""
         from transformers import AutoTokenizer, BertForMaskedLM
-        from transformers.utils import logging as hf_logging
 
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()  # the "newly initialized cls.predictions" warning is expected here
-        try:
+        with new_head_expected():  # the "newly initialized cls.predictions" warning
             model: Any = BertForMaskedLM.from_pretrained(
                 str(base_path), local_files_only=True, tie_word_embeddings=True
             )
-        finally:
-            hf_logging.set_verbosity(verbosity)
         model.tie_weights()
         tokenizer = AutoTokenizer.from_pretrained(str(base_path), local_files_only=True)
         return cls(model.to(device), tokenizer, **options)

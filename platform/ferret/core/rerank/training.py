@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ferret.core.encoder.new_heads import new_head_expected
 from ferret.core.errors import InvalidInputError
 from ferret.core.training.config import attention_dropout_overrides
 
@@ -247,9 +248,10 @@ def train_cross_encoder(
     torch.manual_seed(config.seed)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     overrides = attention_dropout_overrides(config.attention_dropout)
-    model = CrossEncoder(
-        str(base_path), num_labels=1, max_length=config.max_length, device=device, config_kwargs=overrides
-    )
+    with new_head_expected():  # the one-logit head is new
+        model = CrossEncoder(
+            str(base_path), num_labels=1, max_length=config.max_length, device=device, config_kwargs=overrides
+        )
     network, tokenizer = model.model, model.tokenizer
     network.float().train()
     epochs, _ = config.steps(len(training), device)
