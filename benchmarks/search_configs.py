@@ -463,7 +463,7 @@ def main() -> None:
     for name, curve in report.get("alpha_curves", {}).items():
         best = max((key for key in curve if key != "rrf"), key=lambda key: curve[key])
         console.print(
-            f"α curve of {name!r} on the test labels (a reference: the labels choose it, nothing promotes it): "
+            f"α curve of {name!r} on the {args.split} labels (a reference: the labels choose it, nothing promotes it): "
             f"rrf {curve['rrf']:.1f}, "
             + ", ".join(f"{key} {value:.1f}" for key, value in curve.items() if key != "rrf")
             + f"; best α={best} at {curve[best]:.1f}"
