@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ class LineProgress:
             self.console.print(f"[{now - self.started:7.0f}s] {activity}: {100 * fraction:.0f}%", highlight=False)
             self.last = (activity, tenth, now)
 
-    def fraction(self, activity: str) -> Any:
+    def fraction(self, activity: str) -> Callable[[float], None]:
+        """A progress that reports fractions only (a trainer's), under ``activity``."""
         return lambda fraction: self(activity, fraction)
 
 

@@ -116,11 +116,11 @@ class RerankerTrainingConfig:
     mine_depth: int = 50
     epochs: int = 4
     min_steps: int = 600
-    """More epochs are run until this many optimiser steps: a new head over a few hundred groups needs
+    """On a GPU, more epochs are run until this many optimiser steps: a new head over a few hundred groups needs
     several hundred steps to leave chance level (99 steps left the loss at 1.88 of ln 8 = 2.08, with the head at the
     body's rate)."""
     cpu_min_steps: int = 0
-    """The minimum on a CPU, where a step takes ~17 s on 2 cores (600 steps would be about 3 hours): ``epochs``
+    """The minimum on a CPU, where a step takes 6-17 s on 2 cores (600 steps: one to three hours): ``epochs``
     epochs alone, with early stopping. On 2 cores, 3 epochs of 795 SciFact groups learned with the head at its own
     rate (held-out MRR 0.29 → 0.77 by step 45 of 150; benchmarks/RESULTS.md, issue 12, fourteenth session)."""
     batch_size: int = 16
