@@ -120,7 +120,10 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
                 session, searcher, corpus, run, candidate,
                 held_out=lambda d: is_held_out(d, config.held_out_fraction, config.seed), config=training,
             )  # fmt: skip
-            reranker = train_reranker(session, settings, groups, f"{state.model_name}-reranker", training)
+            reranker = train_reranker(
+                session, settings, groups, f"{state.model_name}-reranker", training,
+                progress=lambda done: status("configure: training the reranker", 0.3 + 0.4 * done),
+            )  # fmt: skip
             scorer = load_reranker(reranker.path, name=reranker.name, settings=settings)
             weight = choose_rerank_weight(searcher, corpus.name, candidate, scorer, DEFAULT_RERANK_DEPTH, tuning)
             reranked = replace(
