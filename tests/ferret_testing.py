@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -72,3 +73,21 @@ def cli_error(args: Sequence[str]) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code == 1, result.output
     return " ".join(result.stderr.split())
+
+
+@contextmanager
+def logged_messages(logger_name: str) -> Iterator[list[str]]:
+    """The messages that ``logger_name`` and its children hand to their handlers while the block runs: what a job's log
+    would show of them (a record below the library's level never gets this far)."""
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            messages.append(record.getMessage())
+
+    logger, keep = logging.getLogger(logger_name), Keep()
+    logger.addHandler(keep)
+    try:
+        yield messages
+    finally:
+        logger.removeHandler(keep)

@@ -1,9 +1,8 @@
 """A new head over the base model is what the reranker's trainer builds: transformers' load report about its newly
-initialised weights is silenced there (it printed a table into the benchmark's and a job's output), and only there."""
+initialised weights is silenced for that load (it printed a table into the benchmark's and a job's output)."""
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 
 import pytest
@@ -11,22 +10,13 @@ from transformers.utils import logging as hf_logging
 
 from ferret.core.encoder.new_heads import new_head_expected
 from ferret.core.encoder.registry import base_model_path
+from ferret_testing import logged_messages
 
 
 @pytest.fixture
 def transformers_messages() -> Iterator[list[str]]:
-    messages: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
-
-    library_logger, keep = logging.getLogger("transformers"), Keep()
-    library_logger.addHandler(keep)
-    try:
+    with logged_messages("transformers") as messages:
         yield messages
-    finally:
-        library_logger.removeHandler(keep)
 
 
 def _load_with_a_new_head() -> None:

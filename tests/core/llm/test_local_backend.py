@@ -11,6 +11,7 @@ import pytest
 from ferret.core.llm.base import LLMError
 from ferret.core.llm.local_backend import LocalTransformersBackend, converted_folder, load_generator, save_converted
 from ferret.core.llm.prefix_cache_sampler import PreallocatedLayer, common_prefix_length
+from ferret_testing import logged_messages
 
 DOCUMENTS = [
     "Honey never spoils because its low moisture and high acidity stop bacteria from growing.",
@@ -56,22 +57,11 @@ def test_the_cache_goes_under_the_name_the_model_reads_so_transformers_prints_no
     import logging
     import warnings
 
-    messages: list[str] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            messages.append(record.getMessage())
-
-    library_logger, keep = logging.getLogger("transformers"), Keep()
-    library_logger.addHandler(keep)
     memo: Any = logging.Logger.__dict__["warning_once"]  # transformers adds it to every logger, memoised
     memo.cache_clear()
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            results = backend.complete(prompts[:2], n=2, max_tokens=4, seed=0)
-    finally:
-        library_logger.removeHandler(keep)
+    with logged_messages("transformers") as messages, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = backend.complete(prompts[:2], n=2, max_tokens=4, seed=0)
 
     assert [len(row) for row in results] == [2, 2]
     messages += [str(warning.message) for warning in caught]
