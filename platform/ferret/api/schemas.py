@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from ferret.core.acl import PUBLIC_GROUP
 from ferret.core.db.models import ApiKeyScope, IndexState, JobState
 from ferret.core.encoder.registry import BASE_MODEL_NAME
-from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH
+from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_WEIGHT
 from ferret.core.search.fusion import DEFAULT_FUSION, FusionMethod, Normalisation
 from ferret.core.sources import limits
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
@@ -455,7 +455,9 @@ class SearchConfigCreate(BaseModel):
     rerank_depth: int = Field(
         default=DEFAULT_RERANK_DEPTH, ge=1, le=1000, description="Documents the reranker reads per query."
     )
-    rerank_weight: float = Field(default=0.5, ge=0.0, le=1.0, description="The reranker's share of the fused score.")
+    rerank_weight: float = Field(
+        default=DEFAULT_RERANK_WEIGHT, ge=0.0, le=1.0, description="The reranker's share of the fused score."
+    )
     note: str = Field(default="", max_length=500)
 
 

@@ -14,6 +14,7 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
 from ferret.core.search.configuration import (
     DEFAULT_RERANK_DEPTH,
+    DEFAULT_RERANK_WEIGHT,
     create_config,
     describe,
     promote_config,
@@ -84,7 +85,7 @@ def create(
     depth: Annotated[int, typer.Option(help="Documents the reranker reads per query.")] = DEFAULT_RERANK_DEPTH,
     rerank_weight: Annotated[
         float, typer.Option(help="The reranker's share of the fused score (1: its order alone).")
-    ] = 0.5,
+    ] = DEFAULT_RERANK_WEIGHT,
     note: Annotated[str, typer.Option(help="Why it was made, shown by `ferret config list`.")] = "",
 ) -> None:
     """Make a configuration by hand (a fusion weight, RRF, a reranker at another depth); it is not active until

@@ -47,9 +47,11 @@ DEFAULT_RERANK_DEPTH = 10
 cores. Served by ONNX Runtime with int8 weights at 128 wordpieces (``FERRET_RERANKER_RUNTIME``), one query costs
 246 ms p50 at depth 10 and 509 ms at depth 20 on the shared AMD EPYC cores at load 4 (torch fp32: 1,078 / 1,425 ms),
 and 93 / 186 ms on idle Intel cores with VNNI (torch fp32: 118 / 237 ms; benchmarks/rerank_latency.py). Quality on
-SciFact (300 test queries, 128 wordpieces): the trained reranker's best fused weight costs 1.0 nDCG@10 at depth 10 and
-1.3 at depth 20 against the first stage alone, so no depth buys quality yet (benchmarks/RESULTS.md, issue 12, third
-and fourth sessions)."""
+SciFact (300 test queries, 128 wordpieces): the trained rerankers' fused scores cost 1.0-2.2 nDCG@10 at depth 10 and
+1.3-2.8 at depth 20 against the first stage alone, so no depth buys quality yet (benchmarks/RESULTS.md, issue 12,
+third, fourth and twenty-first sessions)."""
+DEFAULT_RERANK_WEIGHT = 0.5
+"""The reranker's share of the fused score when nothing chose one (the tuning picks it from the task's evidence)."""
 
 _ACTIVE_TTL_S = 2.0
 
@@ -61,7 +63,7 @@ class SearchPlan:
     fusion: Fusion = DEFAULT_FUSION
     reranker: CrossScorer | None = None
     rerank_depth: int = 0
-    rerank_weight: float = 0.5
+    rerank_weight: float = DEFAULT_RERANK_WEIGHT
     label: str = "base"
 
 
@@ -180,7 +182,7 @@ def create_config(
     fusion: Fusion = DEFAULT_FUSION,
     reranker: str | None = None,
     rerank_depth: int = DEFAULT_RERANK_DEPTH,
-    rerank_weight: float = 0.5,
+    rerank_weight: float = DEFAULT_RERANK_WEIGHT,
     note: str = "",
     actor: str = SYSTEM_ACTOR,
 ) -> SearchConfig:
