@@ -94,14 +94,32 @@ def test_docx_keeps_tables_in_order(tmp_path: Path, make_docx: Callable[..., Pat
     assert rates.text.splitlines() == ["Mileage rates:", "Car | 0.30", "Bike | 0.10"]
 
 
-def test_markdown_title_is_first_heading_at_any_level(tmp_path: Path) -> None:
-    (tmp_path / "a.md").write_text("Intro line\n\n## Travel ##\n\n# Later\n", encoding="utf-8")
-    (tmp_path / "b.md").write_text("No heading here.\n", encoding="utf-8")
+def test_markdown_title_is_the_heading_the_document_opens_with(tmp_path: Path) -> None:
+    files = {
+        "section.md": "Intro line\n\n## Travel ##\n\n# Later\n",  # a heading after text names a section
+        "plain.md": "No heading here.\n",
+        "level2.md": "\n## Expenses ##\n\nHow to claim.\n",
+        "readme.md": '<p align="center"><img src="logo.png"></p>\n[![CI](https://ci/badge.svg)](https://ci)\n\n'
+        "# Python bindings for [`llama.cpp`](https://github.com/ggml-org/llama.cpp) <img src=x>\n\nText.\n",
+        "setext.md": "<!-- generated\nfrom a template -->\ngRPC Python\n===========\n\nPackage for gRPC.\n",
+        "fenced.md": "```bash\n# install it first\npip install x\n```\n\nThen run it.\n",
+        "front.md": '---\nlayout: page\ntitle: "Leave policy"\n---\n# Leave\n\nDays off.\n',
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
 
     items = load(tmp_path)
 
-    assert document(items, "a.md").title == "Travel"
-    assert document(items, "b.md").title == "b"
+    assert {name: document(items, name).title for name in files} == {
+        "section.md": "section",
+        "plain.md": "plain",
+        "level2.md": "Expenses",
+        "readme.md": "Python bindings for llama.cpp",
+        "setext.md": "gRPC Python",
+        "fenced.md": "fenced",
+        "front.md": "Leave policy",
+    }
+    assert document(items, "front.md").text.startswith("---\nlayout: page")  # indexed as written
 
 
 def test_non_utf8_text_is_kept(tmp_path: Path) -> None:
