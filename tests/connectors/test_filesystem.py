@@ -99,9 +99,12 @@ def test_markdown_title_is_the_heading_the_document_opens_with(tmp_path: Path) -
         "section.md": "Intro line\n\n## Travel ##\n\n# Later\n",  # a heading after text names a section
         "plain.md": "No heading here.\n",
         "level2.md": "\n## Expenses ##\n\nHow to claim.\n",
-        "readme.md": '<p align="center"><img src="logo.png"></p>\n[![CI](https://ci/badge.svg)](https://ci)\n\n'
+        "readme.md": '<p align="center"><img src="logo.png"></p>\n\n[![CI](https://ci/badge.svg)](https://ci)\n\n'
         "# Python bindings for [`llama.cpp`](https://github.com/ggml-org/llama.cpp) <img src=x>\n\nText.\n",
+        "html_h1.md": '<div align="center"><h1>Vega-Altair</h1></div>\n\n## Install\n',
+        "tagline.md": '<p align="center"><em>Fast to code</em></p>\n\n# Later\n',
         "setext.md": "<!-- generated\nfrom a template -->\ngRPC Python\n===========\n\nPackage for gRPC.\n",
+        "rst.md": "======\nkombu\n======\n\nMessaging.\n",
         "fenced.md": "```bash\n# install it first\npip install x\n```\n\nThen run it.\n",
         "front.md": '---\nlayout: page\ntitle: "Leave policy"\n---\n# Leave\n\nDays off.\n',
     }
@@ -115,11 +118,40 @@ def test_markdown_title_is_the_heading_the_document_opens_with(tmp_path: Path) -
         "plain.md": "plain",
         "level2.md": "Expenses",
         "readme.md": "Python bindings for llama.cpp",
+        "html_h1.md": "Vega-Altair",
+        "tagline.md": "tagline",
         "setext.md": "gRPC Python",
+        "rst.md": "kombu",
         "fenced.md": "fenced",
         "front.md": "Leave policy",
     }
-    assert document(items, "front.md").text.startswith("---\nlayout: page")  # indexed as written
+
+
+def test_markdown_is_indexed_as_the_words_a_reader_sees(tmp_path: Path) -> None:
+    (tmp_path / "guide.md").write_text(
+        "---\nlayout: page\n---\n"
+        "# Expenses\n\n"
+        '<p align="center"><a href="https://ci"><img src="badge.svg"></a> <em>Claims &amp; refunds</em></p>\n\n'
+        "Send the [claim form](https://intranet/forms/claim.pdf) to *finance*\nwithin `30` days.\n"
+        "![diagram](flow.png)\n\n"
+        "| Item | Limit |\n|---|---|\n| Hotel | 150 |\n\n"
+        "- taxis\n- trains\n\n"
+        "```\nclaim --submit\n```\n",
+        encoding="utf-8",
+    )
+
+    guide = document(load(tmp_path), "guide.md")
+
+    assert guide.text.splitlines() == [
+        "Expenses",
+        "Claims & refunds",
+        "Send the claim form to finance within 30 days.",
+        "Item | Limit",
+        "Hotel | 150",
+        "taxis",
+        "trains",
+        "claim --submit",
+    ]
 
 
 def test_non_utf8_text_is_kept(tmp_path: Path) -> None:

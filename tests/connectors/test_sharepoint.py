@@ -92,7 +92,7 @@ def test_full_sync_over_delta_pages_with_item_permissions(tenant: tuple[GraphStu
     plan = docs[f"docs:{ids['plan']}"]
     assert (plan.title, plan.text, plan.metadata["path"]) == (
         "Plan",
-        "# Plan\n\nShip the search box in May.\n",
+        "Plan\nShip the search box in May.",  # Markdown is indexed as the words a reader sees
         "eng/plan.md",
     )
     assert plan.acl_groups == ["sp:group:g-staff"]

@@ -9,28 +9,17 @@ from __future__ import annotations
 
 import codecs
 import io
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborHTMLParser
 
+from ferret.connectors.filesystem.markdown import to_text
+
 if TYPE_CHECKING:
     from docx.table import Table
 
-_MARKDOWN_HEADING = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
-_SETEXT_UNDERLINE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
-_FENCE = re.compile(r"^ {0,3}(```|~~~)")
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.DOTALL)
-_FRONT_MATTER_TITLE = re.compile(r"^title:[ \t]*(.+?)[ \t]*$", re.MULTILINE)
-# Lines that decorate a README before its title: HTML blocks, badges and images, reST directives, link definitions.
-_DECORATION = re.compile(r"^(<|\[!\[|!\[|\.\. |\[[^\]]+\]:\s|([*_][ \t]*){3,}$)")
-_IMAGE = re.compile(r"!\[[^\]]*\]\([^)]*\)")
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
-_TAG = re.compile(r"<[^>]*>")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-_EMPHASIS = re.compile(r"\*\*|__|`")
 _NON_CONTENT_TAGS = ["script", "style", "noscript", "template", "svg"]
 
 
@@ -65,57 +54,10 @@ def parse_plain_text(data: bytes) -> ParsedFile:
 
 
 def parse_markdown(data: bytes) -> ParsedFile:
-    """Markdown is indexed as written; its title is ``markdown_title``."""
-    text = decode_text(data)
-    return ParsedFile(title=markdown_title(text), text=text)
-
-
-def markdown_title(text: str) -> str:
-    """The title a reader sees: front matter's ``title:``, else the heading the document opens with (ATX or setext,
-    after any logo, badge or HTML lines), else "" (the connector then uses the file name).
-
-    A heading after the first paragraph names a section, not the document, and since the title is embedded with
-    every passage of the document, "Installation" or "Sponsors" would mislead every one of them. Lines in fenced
-    code are never headings (``# install`` in a shell block is a comment).
-    """
-    front = _FRONT_MATTER.match(text)
-    if front:
-        declared = _FRONT_MATTER_TITLE.search(front.group(1))
-        if declared and (title := _plain_inline(declared.group(1).strip("\"'"))):
-            return title
-        text = text[front.end() :]
-    text = _HTML_COMMENT.sub("", text)
-    pending = ""  # a one-line paragraph that a setext underline would make the title
-    in_fence = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            continue
-        if in_fence:
-            continue
-        stripped = line.strip()
-        if not stripped or _DECORATION.match(stripped):
-            if pending:
-                return ""  # the document opens with a paragraph, not a heading
-            continue
-        if (underline := _SETEXT_UNDERLINE.match(line)) is not None and not pending:
-            continue  # a reST overline or a thematic break before any text
-        if underline is not None:
-            return _plain_inline(pending)
-        if heading := _MARKDOWN_HEADING.match(line):
-            if title := _plain_inline(heading.group(1)):
-                return title
-            continue  # a heading that is only a logo
-        if pending:
-            return ""
-        pending = stripped
-    return ""
-
-
-def _plain_inline(markup: str) -> str:
-    """Inline Markdown and HTML reduced to the words a reader sees: ``[`x`](url)`` → ``x``; images and tags dropped."""
-    text = _TAG.sub("", _LINK.sub(r"\1", _IMAGE.sub("", markup)))
-    return " ".join(_EMPHASIS.sub("", text).split())
+    """The words a reader sees (link targets, images and tags dropped) and the heading the document opens with
+    (``ferret.connectors.filesystem.markdown``)."""
+    markdown = to_text(decode_text(data))
+    return ParsedFile(title=markdown.title, text=markdown.text)
 
 
 def parse_html(data: bytes) -> ParsedFile:
