@@ -6,7 +6,6 @@ Real services only: SQLite files, a PostgreSQL cluster started on 127.0.0.1 by t
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -15,6 +14,8 @@ from typing import Any
 
 import pytest
 from sqlalchemy.orm import Session
+
+from ferret_testing import write_beir
 
 # No test may reach a model hub.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -117,25 +118,6 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> Path:
             path.write_bytes(content)
         else:
             path.write_text(content, encoding="utf-8")
-    return root
-
-
-def write_beir(
-    root: Path,
-    corpus: list[dict[str, Any]],
-    queries: dict[str, str],
-    qrels: dict[str, dict[str, int]],
-    split: str = "test",
-) -> Path:
-    """A BEIR dataset folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with its header)."""
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in corpus), encoding="utf-8")
-    (root / "queries.jsonl").write_text(
-        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, text in queries.items()), encoding="utf-8"
-    )
-    lines = ["query-id\tcorpus-id\tscore"]
-    lines += [f"{qid}\t{doc_id}\t{score}" for qid, judged in qrels.items() for doc_id, score in judged.items()]
-    (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -11,6 +12,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +93,22 @@ def logged_messages(logger_name: str) -> Iterator[list[str]]:
         yield messages
     finally:
         logger.removeHandler(keep)
+
+
+def write_beir(
+    root: Path,
+    corpus: list[dict[str, Any]],
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    split: str = "test",
+) -> Path:
+    """A BEIR dataset folder: corpus.jsonl, queries.jsonl and qrels/<split>.tsv (with its header)."""
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in corpus), encoding="utf-8")
+    (root / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": qid, "text": text}) + "\n" for qid, text in queries.items()), encoding="utf-8"
+    )
+    lines = ["query-id\tcorpus-id\tscore"]
+    lines += [f"{qid}\t{doc_id}\t{score}" for qid, judged in qrels.items() for doc_id, score in judged.items()]
+    (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from ferret.cli.main import app, main
 from ferret.core.encoder.dual_encoder import DualEncoder
+from ferret_testing import write_beir
 
 runner = CliRunner()
 
@@ -235,6 +236,45 @@ def test_eval_reads_a_dataset_already_ingested_under_another_source_name(
         ).fetchall()
     lines = (tiny_beir / "corpus.jsonl").read_text().splitlines()
     assert counts == [("mine", len(lines), len(lines))]
+
+
+def test_eval_judges_a_corpus_already_held_with_only_queries_and_qrels(
+    ferret_home: Path, encoder: DualEncoder, folder: Path, tmp_path: Path, run_main: RunMain
+) -> None:
+    """An admin's own labelled queries for a folder Ferret indexed: no corpus.jsonl, qrels name the files' paths."""
+    assert run_main("ingest", "--corpus", "docs", "--path", str(folder)).code == 0
+    queries = {"q1": "how is espresso brewed", "q2": "how long is parental leave", "q3": "why do volcanoes erupt"}
+    qrels = {"q1": {"espresso.md": 1}, "q2": {"leave.txt": 1}, "q3": {"volcanoes.txt": 1}}
+    labels = write_beir(tmp_path / "labels", [], queries, qrels)
+    (labels / "corpus.jsonl").unlink()
+    report = tmp_path / "eval.json"
+
+    outcome = run_main("eval", "--dataset", str(labels), "--corpus", "docs", "--json", str(report))
+
+    assert outcome.code == 0, outcome.out + outcome.err
+    rows = json.loads(report.read_text())
+    assert [(row["system"], row["mode"], row["queries"]) for row in rows] == [
+        ("bm25s", None, 3),
+        ("ferret", "dense", 3),
+        ("ferret", "sparse", 3),
+        ("ferret", "hybrid", 3),
+    ]
+    assert all(row["metrics"]["mrr@10"] == 100.0 for row in rows), rows  # each query names its file plainly
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        sources = connection.execute("SELECT DISTINCT source FROM documents").fetchall()
+    assert sources == [("filesystem",)]  # nothing was ingested from the labelled set
+
+    # qrels that name no document of the corpus would score 0 everywhere: refused, with an id of the corpus
+    (labels / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdocs/espresso.md\t1\n")
+    assert_one_sentence_error(
+        run_main("eval", "--dataset", str(labels), "--corpus", "docs"),
+        "None of the 1 documents judged in qrels/test.tsv is in the corpus",
+        "such as 'espresso.md'",
+    )
+    # ...and without a corpus to judge, the set is refused before any job starts
+    assert_one_sentence_error(
+        run_main("eval", "--dataset", str(labels)), "has no documents (corpus.jsonl is missing or empty)"
+    )
 
 
 @pytest.mark.parametrize("command", ["eval", "ingest"])

@@ -153,6 +153,29 @@ def test_labelled_set_is_scored_against_bm25_with_per_query_wins(populated_home:
         evaluate_upload("tiny", files, "test", [])
 
 
+def test_queries_and_qrels_alone_judge_a_corpus_ferret_holds(populated_home: Path) -> None:
+    """An admin's labelled queries for the corpus ``kb`` (a folder): no corpus.jsonl, qrels name the files' paths."""
+    from ferret.core.db.corpus import list_corpora
+    from ferret.ui.admin.actions import evaluate_upload
+    from ferret.ui.runtime import open_context
+
+    files = {
+        "queries": b'{"_id": "q1", "text": "largest planet gas giant"}\n{"_id": "q2", "text": "why tides rise"}\n',
+        "qrels": b"query-id\tcorpus-id\tscore\nq1\tjupiter.md\t1\nq2\ttides.md\t1\n",
+    }
+
+    result = evaluate_upload("mine", files, "test", ["base"], corpus="kb")
+
+    assert [row["system"] for row in result["table"]] == ["bm25s", "base (dense)", "base (hybrid)"]
+    assert result["per_query"]["base"] == {"q1": 1.0, "q2": 1.0}
+    with open_context() as context:
+        assert [corpus.name for corpus in list_corpora(context.session)] == ["kb"]  # no eval-mine corpus made
+    with pytest.raises(InvalidInputError, match=r"None of the 1 documents judged in qrels/test\.tsv"):
+        evaluate_upload(
+            "mine", {**files, "qrels": b"query-id\tcorpus-id\tscore\nq1\tc9\t1\n"}, "test", ["base"], corpus="kb"
+        )
+
+
 def test_upload_with_a_bad_split_is_one_sentence(populated_home: Path) -> None:
     from ferret.ui.admin.actions import evaluate_upload
 

@@ -193,7 +193,7 @@ def test_evaluate_an_uploaded_labelled_set_in_a_browser(
             page.get_by_role("button", name="Evaluate").click()
             verdict = page.get_by_text(re.compile(r"wins \d+ queries and loses \d+ against"))
             expect(verdict).to_be_visible(timeout=300_000)
-            assert page.locator(".stAlert").filter(has_text="Upload the three files").count() == 0
+            assert page.locator(".stAlert").filter(has_text="Upload queries.jsonl and the qrels TSV").count() == 0
             # The last system (the base model) against BM25, by each query's nDCG@10.
             pattern = r"base wins \d+ queries and loses \d+ against bm25s \(nDCG@10\); \d+ quer(y ties|ies tie)\."
             assert re.fullmatch(pattern, verdict.inner_text()), verdict.inner_text()

@@ -127,6 +127,14 @@ def list_documents(session: Session, corpus: Corpus, *, limit: int = 200) -> lis
     )
 
 
+def documents_by_external_id(session: Session, corpus: Corpus) -> dict[str, tuple[str, str]]:
+    """external id -> (title, body) of every document of a corpus: what a labelled set's qrels name."""
+    rows = session.execute(
+        select(Document.external_id, Document.title, Document.body).where(Document.corpus_id == corpus.id)
+    )
+    return {external_id: (title, body) for external_id, title, body in rows}
+
+
 def indexable_passage_count(session: Session, corpus: Corpus) -> int:
     """Passages of the documents that are not quarantined: what a complete index version holds."""
     return (

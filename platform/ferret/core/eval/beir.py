@@ -56,6 +56,13 @@ def iter_corpus(path: str | Path) -> Iterator[CorpusRecord]:
         )
 
 
+def has_documents(path: str | Path) -> bool:
+    """Whether the dataset folder holds a ``corpus.jsonl`` with at least one record (read up to the first)."""
+    if not (Path(path) / CORPUS_FILE).is_file():
+        return False
+    return next(iter_corpus(path), None) is not None
+
+
 def load_queries(path: str | Path) -> dict[str, str]:
     """Query id to query text; ``path`` is the dataset folder or the queries file itself.
 

@@ -18,12 +18,14 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.ingest import Ingestor
-from ferret.core.db.corpus import get_or_create_corpus
+from ferret.core.db.corpus import find_corpus, get_corpus, get_or_create_corpus
+from ferret.core.db.document import documents_by_external_id
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion
 from ferret.core.db.source import list_sources
 from ferret.core.encoder.registry import ModelRegistry
-from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
+from ferret.core.errors import InvalidInputError
+from ferret.core.eval.beir import has_documents, iter_corpus, load_qrels, load_queries
 from ferret.core.eval.metrics import evaluate_run
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.types import SEARCH_MODES, SearchMode
@@ -85,6 +87,43 @@ def dataset_source_name(session: Session, corpus: Corpus, dataset: Path) -> str:
     return "beir"
 
 
+def check_labelled_set(session: Session, dataset: Path, corpus_name: str | None) -> None:
+    """Raise unless the set can be judged: it brings its documents (corpus.jsonl), or names a corpus Ferret holds."""
+    if has_documents(dataset):
+        return
+    if corpus_name is None or find_corpus(session, corpus_name) is None:
+        named = f"corpus {corpus_name!r} does not exist" if corpus_name else "no corpus is named"
+        raise InvalidInputError(
+            f"{dataset} has no documents (corpus.jsonl is missing or empty) and {named}; to judge a corpus Ferret "
+            "already holds with these queries and qrels, name it (ferret eval --corpus NAME)."
+        )
+
+
+def judged_documents(
+    session: Session, dataset: Path, corpus_name: str | None, qrels: dict[str, dict[str, int]], split: str
+) -> tuple[dict[str, tuple[str, str]], bool]:
+    """(id -> (title, text) of the documents the qrels are judged against, whether they are the set's own).
+
+    A BEIR folder brings its documents in corpus.jsonl. A set of only queries and qrels judges the existing corpus
+    ``corpus_name`` (its qrels name documents by their external id: for a folder, the file's path). Either way a
+    qrels file that names none of the documents is refused: every score would read 0.
+    """
+    check_labelled_set(session, dataset, corpus_name)
+    own = has_documents(dataset)
+    if own:
+        documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
+    else:
+        documents = documents_by_external_id(session, get_corpus(session, str(corpus_name)))
+    judged = {doc_id for judgements in qrels.values() for doc_id in judgements}
+    if not documents or not judged & documents.keys():
+        example = f", such as {next(iter(documents))!r}" if documents else ""
+        raise InvalidInputError(
+            f"None of the {len(judged)} documents judged in qrels/{split}.tsv is in the corpus; qrels name documents "
+            f"by their id there{example}."
+        )
+    return documents, own
+
+
 def evaluate_dataset(
     session: Session,
     settings: FerretSettings,
@@ -109,23 +148,26 @@ def evaluate_dataset(
     rows: list[EvalRow] = []
 
     started = time.perf_counter()
-    documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
+    documents, own = judged_documents(session, dataset, corpus_name, qrels, split)
     bm25 = BM25Ranker(documents)
     run = dict(zip(query_ids, bm25.search(texts, k=100), strict=True))
     rows.append(EvalRow("bm25s", None, None, evaluate_run(run, qrels), time.perf_counter() - started, len(query_ids)))
 
-    corpus = get_or_create_corpus(
-        session,
-        corpus_name or corpus_name_for(dataset),
-        description=f"BEIR dataset {dataset.name}",
-        max_passage_tokens=settings.max_passage_tokens,
-        passage_overlap_tokens=settings.passage_overlap_tokens,
-    )
-    status(f"ingesting {dataset} into corpus {corpus.name}")
-    source = connectors("beir", path=str(dataset), name=dataset_source_name(session, corpus, dataset))
-    if not isinstance(source, LoadConnector):
-        raise TypeError("the beir connector must be a LoadConnector")
-    Ingestor(session, settings, backend, corpus).run(source)
+    if own:
+        corpus = get_or_create_corpus(
+            session,
+            corpus_name or corpus_name_for(dataset),
+            description=f"BEIR dataset {dataset.name}",
+            max_passage_tokens=settings.max_passage_tokens,
+            passage_overlap_tokens=settings.passage_overlap_tokens,
+        )
+        status(f"ingesting {dataset} into corpus {corpus.name}")
+        source = connectors("beir", path=str(dataset), name=dataset_source_name(session, corpus, dataset))
+        if not isinstance(source, LoadConnector):
+            raise TypeError("the beir connector must be a LoadConnector")
+        Ingestor(session, settings, backend, corpus).run(source)
+    else:
+        corpus = get_corpus(session, str(corpus_name))
     registry = ModelRegistry(session, settings)
     searcher = Searcher.over(session, settings, backend)
     for model_name in models:

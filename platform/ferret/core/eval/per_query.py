@@ -22,7 +22,8 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import live_index_versions
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import ConflictError
-from ferret.core.eval.beir import iter_corpus, load_qrels, load_queries
+from ferret.core.eval.beir import load_qrels, load_queries
+from ferret.core.eval.evaluate import judged_documents
 from ferret.core.eval.metrics import ndcg_at_k
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.types import SearchMode
@@ -61,7 +62,7 @@ def per_query_ndcg(
     qrels = load_qrels(dataset, split)
     query_ids = [qid for qid in qrels if qid in queries]
     texts = [queries[qid] for qid in query_ids]
-    documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
+    documents, _ = judged_documents(session, dataset, corpus_name, qrels, split)
     scores: dict[str, dict[str, float]] = {}
     bm25_runs = BM25Ranker(documents).search(texts, k=100)
     scores[BM25] = {

@@ -62,25 +62,39 @@ def collect_versions(corpus_name: str) -> str:
         return f"{corpus_name}: collected {names} (keeping the newest {context.settings.keep_index_versions})."
 
 
-def write_dataset(folder: Path, corpus: bytes, queries: bytes, qrels: bytes, split: str) -> Path:
-    """The uploaded files in the BEIR layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv."""
+def write_dataset(folder: Path, corpus: bytes | None, queries: bytes, qrels: bytes, split: str) -> Path:
+    """The uploaded files in the BEIR layout: corpus.jsonl (unless the set judges a corpus Ferret holds),
+    queries.jsonl, qrels/<split>.tsv."""
     if not split.isidentifier():
         raise InvalidInputError(f"The split {split!r} must be a plain name such as test or dev.")
     (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    (folder / "corpus.jsonl").write_bytes(corpus)
+    if corpus is not None:
+        (folder / "corpus.jsonl").write_bytes(corpus)
     (folder / "queries.jsonl").write_bytes(queries)
     (folder / "qrels" / f"{split}.tsv").write_bytes(qrels)
     return folder
 
 
-def evaluate_upload(name: str, files: dict[str, bytes], split: str, models: list[str]) -> dict[str, Any]:
-    """``evaluate_dataset`` (as ``ferret eval``) on an uploaded labelled set, then each query's nDCG@10 per system."""
+def evaluate_upload(
+    name: str, files: dict[str, bytes], split: str, models: list[str], *, corpus: str | None = None
+) -> dict[str, Any]:
+    """``evaluate_dataset`` (as ``ferret eval``) on an uploaded labelled set, then each query's nDCG@10 per system.
 
-    corpus_name = validate_corpus_name(f"eval-{name}")
+    With ``corpus``, the uploaded queries and qrels judge that corpus (qrels name its documents by external id) and
+    no corpus.jsonl is needed; else the upload's corpus.jsonl is indexed as the corpus ``eval-<name>``.
+    """
+
+    corpus_name = corpus if corpus is not None else validate_corpus_name(f"eval-{name}")
     if not models:
         raise InvalidInputError("Choose at least one model version to evaluate.")
     with tempfile.TemporaryDirectory(prefix="ferret-eval-") as scratch:
-        dataset = write_dataset(Path(scratch) / corpus_name, files["corpus"], files["queries"], files["qrels"], split)
+        dataset = write_dataset(
+            Path(scratch) / validate_corpus_name(f"eval-{name}"),
+            None if corpus is not None else files["corpus"],
+            files["queries"],
+            files["qrels"],
+            split,
+        )
         with open_context() as context:
             rows = evaluate_dataset(
                 context.session,

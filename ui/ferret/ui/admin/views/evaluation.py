@@ -107,10 +107,20 @@ def _versions_section(context: Any) -> None:
         )
 
 
+UPLOADED = "the uploaded corpus.jsonl"
+
+
 def _upload_section(context: Any) -> None:
     st.subheader("Evaluate on a labelled set (BEIR layout)")
     models = [model.name for model in list_model_versions(context.session)]
+    corpora = [corpus.name for corpus in list_corpora(context.session)]
     with st.form("evaluate"):
+        judged = st.selectbox(
+            "Documents judged",
+            [UPLOADED, *corpora],
+            key="eval-judged",
+            help="A corpus Ferret holds needs no corpus.jsonl: the qrels name its documents by id (a file's path).",
+        )
         name = st.text_input("Set name (a corpus eval-<name> is created)", value="labelled", key="eval-name")
         corpus_file = st.file_uploader("corpus.jsonl", type=["jsonl"], key="eval-corpus")
         queries_file = st.file_uploader("queries.jsonl", type=["jsonl"], key="eval-queries")
@@ -118,16 +128,19 @@ def _upload_section(context: Any) -> None:
         split = st.text_input("Split", value="test", key="eval-split")
         chosen = st.multiselect("Model versions", models, default=models[:2], key="eval-models")
         if st.form_submit_button("Evaluate"):
-            if not (corpus_file and queries_file and qrels_file):
-                st.error("Upload the three files: corpus.jsonl, queries.jsonl and the qrels TSV.")
+            held = None if judged == UPLOADED else judged
+            if not (queries_file and qrels_file and (corpus_file or held)):
+                st.error(
+                    "Upload queries.jsonl and the qrels TSV, and corpus.jsonl unless a corpus Ferret holds is judged."
+                )
             else:
-                files = {
-                    "corpus": corpus_file.getvalue(),
-                    "queries": queries_file.getvalue(),
-                    "qrels": qrels_file.getvalue(),
-                }
+                files = {"queries": queries_file.getvalue(), "qrels": qrels_file.getvalue()}
+                if corpus_file and held is None:
+                    files["corpus"] = corpus_file.getvalue()
                 with st.spinner("Indexing and evaluating…"):
-                    result = attempt(lambda: evaluate_upload(name.strip().lower(), files, split.strip(), chosen))
+                    result = attempt(
+                        lambda: evaluate_upload(name.strip().lower(), files, split.strip(), chosen, corpus=held)
+                    )
                 if result is not None:
                     st.session_state[EVALUATION_RESULTS_KEY] = result
     result = st.session_state.get(EVALUATION_RESULTS_KEY)
