@@ -30,7 +30,7 @@ import numpy as np
 from ferret.core.search.configuration import SearchPlan
 from ferret.core.search.searcher import Searcher
 from ferret.core.search.tuning import MIN_TUNING_QUERIES, Evidence, objective, objective_low, plan_reciprocal_ranks
-from ferret.core.training.guard import LabelledQuery, bootstrap_low
+from ferret.core.training.guard import TOO_FEW_HELD_OUT_REMEDY, LabelledQuery, bootstrap_low
 
 
 def split_evidence(
@@ -107,7 +107,7 @@ def judge(
     if held < min_held_out:
         passed, reason = False, (
             f"only {held} held-out queries (at least {min_held_out} are needed to promote automatically); "
-            "generate for more documents or promote by hand"
+            f"{TOO_FEW_HELD_OUT_REMEDY}"
         )  # fmt: skip
     elif new_score < old_score + min_gain:
         passed, reason = False, f"{what} {new_score:.3f} does not beat the active {old_score:.3f} by {min_gain}"

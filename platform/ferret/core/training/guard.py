@@ -144,6 +144,12 @@ def _scores(examples: np.ndarray, held: np.ndarray, bm25: np.ndarray) -> GuardSc
     )
 
 
+TOO_FEW_HELD_OUT_REMEDY = (
+    "generate more queries (for more documents, or up to 8 per document: generation.queries_per_doc) or promote by hand"
+)
+"""What a task whose evidence is too thin can do: a small corpus has no more documents to generate for."""
+
+
 def run_guard(
     candidate: DualEncoder,
     reference: DualEncoder,
@@ -167,7 +173,7 @@ def run_guard(
             False,
             (
                 f"only {len(evidence.held_out)} held-out queries (at least {min_held_out} are needed to promote "
-                "automatically); generate for more documents or promote by hand"
+                f"automatically); {TOO_FEW_HELD_OUT_REMEDY}"
             ),
         )
     elif evidence.bm25_labelled and new.bm25_agreement_mrr < old.bm25_agreement_mrr - max_bm25_drop:
