@@ -86,6 +86,7 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert ingested.exit_code == 0, ingested.output
     assert "added 3, updated 0, unchanged 0, deleted 0" in ingested.stdout
     assert "skipped photo.jpg" in ingested.stdout
+    assert "next: `ferret index build --corpus docs --promote` makes them searchable" in ingested.stdout
 
     built = runner.invoke(app, ["index", "build", "--corpus", "docs", "--promote"])
     assert built.exit_code == 0, built.output
@@ -96,6 +97,11 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert found.exit_code == 0, found.output
     assert "Espresso guide" in found.stdout
     assert "volcano" not in found.stdout.lower()
+
+    # With an active index, an ingest's changes go live and no next step is suggested.
+    (folder / "volcanoes.txt").write_text("A volcano erupts when magma and gas rise through the crust.")
+    updated = runner.invoke(app, ["ingest", "--corpus", "docs", "--path", str(folder)])
+    assert "updated 1" in updated.stdout and "next:" not in updated.stdout, updated.output
 
     sparse = runner.invoke(app, ["search", "magma volcano", "--corpus", "docs", "--mode", "sparse", "-k", "1"])
     assert sparse.exit_code == 0, sparse.output

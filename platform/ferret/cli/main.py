@@ -168,6 +168,7 @@ def ingest(
     from ferret.cli.job_runs import run_command_job
     from ferret.cli.render import console
     from ferret.core.db.corpus import find_corpus, forget_empty_corpus, get_or_create_corpus
+    from ferret.core.db.index_version import active_index_version
     from ferret.core.errors import FerretError, InvalidInputError
     from ferret.core.sources.capabilities import SlimConnector
     from ferret.runtime.context import app_context
@@ -220,6 +221,8 @@ def ingest(
         )
         for item in report.get("skipped", []):
             console.print(f"  skipped {item['external_id']}: {item['reason']}", highlight=False)
+        if active_index_version(ctx.session, corpus_row) is None:  # the documents are stored, not yet searchable
+            console.print(f"next: `ferret index build --corpus {corpus_row.name} --promote` makes them searchable")
 
 
 @app.command(rich_help_panel=DOCUMENTS)
