@@ -71,10 +71,11 @@ def test_metadata_describes_the_file(docs_folder: Path) -> None:
     assert item.acl_groups == ["public"]
 
 
-def test_html_drops_scripts_and_styles(tmp_path: Path) -> None:
+def test_html_drops_scripts_styles_navigation_and_footer(tmp_path: Path) -> None:
     (tmp_path / "page.htm").write_text(
         "<html><head><title> Benefits &amp; Perks </title><style>p { color: red }</style></head>"
-        "<body><script>trackVisitor()</script><h1>Dental</h1><p>Covered <b>fully</b>.</p></body></html>",
+        "<body><nav><a href='/'>Home</a> <a href='/hr'>HR portal</a></nav><script>trackVisitor()</script>"
+        "<h1>Dental</h1><p>Covered <b>fully</b>.</p><footer>Copyright Intranet Team</footer></body></html>",
         encoding="utf-8",
     )
 
@@ -83,6 +84,7 @@ def test_html_drops_scripts_and_styles(tmp_path: Path) -> None:
     assert page.title == "Benefits & Perks"
     assert "Dental" in page.text and "fully" in page.text
     assert "trackVisitor" not in page.text and "color" not in page.text
+    assert "HR portal" not in page.text and "Copyright" not in page.text  # site navigation and footer
 
 
 def test_docx_keeps_tables_in_order(tmp_path: Path, make_docx: Callable[..., Path]) -> None:

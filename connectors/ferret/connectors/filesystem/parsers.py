@@ -20,7 +20,9 @@ from ferret.connectors.filesystem.markdown import to_text
 if TYPE_CHECKING:
     from docx.table import Table
 
-_NON_CONTENT_TAGS = ["script", "style", "noscript", "template", "svg"]
+# Not text a reader searches for: code, and a saved page's site navigation and footer, which would otherwise repeat
+# in a passage of every page of a site.
+_NON_CONTENT_TAGS = ["script", "style", "noscript", "template", "svg", "nav", "footer"]
 
 
 class UnreadableFileError(Exception):
@@ -61,7 +63,7 @@ def parse_markdown(data: bytes) -> ParsedFile:
 
 
 def parse_html(data: bytes) -> ParsedFile:
-    """Visible body text only: scripts and styles would pollute the index with code."""
+    """Visible body text only, without scripts, styles, the site navigation and the footer."""
     tree = LexborHTMLParser(decode_text(data))
     title_node = tree.css_first("title")
     title = title_node.text(strip=True) if title_node is not None else ""
