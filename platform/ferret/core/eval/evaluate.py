@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.ingest import Ingestor
-from ferret.core.db.corpus import find_corpus, get_corpus, get_or_create_corpus
+from ferret.core.db.corpus import find_corpus, get_or_create_corpus
 from ferret.core.db.document import documents_by_external_id
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion
@@ -87,41 +87,43 @@ def dataset_source_name(session: Session, corpus: Corpus, dataset: Path) -> str:
     return "beir"
 
 
-def check_labelled_set(session: Session, dataset: Path, corpus_name: str | None) -> None:
-    """Raise unless the set can be judged: it brings its documents (corpus.jsonl), or names a corpus Ferret holds."""
+def held_corpus_judged(session: Session, dataset: Path, corpus_name: str | None) -> Corpus | None:
+    """None when the labelled set brings its documents (corpus.jsonl); else the corpus Ferret holds that its queries
+    and qrels judge. Raises when it has neither."""
     if has_documents(dataset):
-        return
-    if corpus_name is None or find_corpus(session, corpus_name) is None:
+        return None
+    corpus = find_corpus(session, corpus_name) if corpus_name else None
+    if corpus is None:
         named = f"corpus {corpus_name!r} does not exist" if corpus_name else "no corpus is named"
         raise InvalidInputError(
             f"{dataset} has no documents (corpus.jsonl is missing or empty) and {named}; to judge a corpus Ferret "
             "already holds with these queries and qrels, name it (ferret eval --corpus NAME)."
         )
+    return corpus
 
 
 def judged_documents(
     session: Session, dataset: Path, corpus_name: str | None, qrels: dict[str, dict[str, int]], split: str
-) -> tuple[dict[str, tuple[str, str]], bool]:
-    """(id -> (title, text) of the documents the qrels are judged against, whether they are the set's own).
+) -> tuple[dict[str, tuple[str, str]], Corpus | None]:
+    """(id -> (title, text) of the documents the qrels judge, the held corpus they are in or None for the set's own).
 
     A BEIR folder brings its documents in corpus.jsonl. A set of only queries and qrels judges the existing corpus
     ``corpus_name`` (its qrels name documents by their external id: for a folder, the file's path). Either way a
     qrels file that names none of the documents is refused: every score would read 0.
     """
-    check_labelled_set(session, dataset, corpus_name)
-    own = has_documents(dataset)
-    if own:
+    held = held_corpus_judged(session, dataset, corpus_name)
+    if held is None:
         documents = {doc.doc_id: (doc.title, doc.text) for doc in iter_corpus(dataset)}
     else:
-        documents = documents_by_external_id(session, get_corpus(session, str(corpus_name)))
+        documents = documents_by_external_id(session, held)
     judged = {doc_id for judgements in qrels.values() for doc_id in judgements}
-    if not documents or not judged & documents.keys():
+    if not judged & documents.keys():
         example = f", such as {next(iter(documents))!r}" if documents else ""
         raise InvalidInputError(
             f"None of the {len(judged)} documents judged in qrels/{split}.tsv is in the corpus; qrels name documents "
             f"by their id there{example}."
         )
-    return documents, own
+    return documents, held
 
 
 def evaluate_dataset(
@@ -148,12 +150,12 @@ def evaluate_dataset(
     rows: list[EvalRow] = []
 
     started = time.perf_counter()
-    documents, own = judged_documents(session, dataset, corpus_name, qrels, split)
+    documents, held = judged_documents(session, dataset, corpus_name, qrels, split)
     bm25 = BM25Ranker(documents)
     run = dict(zip(query_ids, bm25.search(texts, k=100), strict=True))
     rows.append(EvalRow("bm25s", None, None, evaluate_run(run, qrels), time.perf_counter() - started, len(query_ids)))
 
-    if own:
+    if held is None:
         corpus = get_or_create_corpus(
             session,
             corpus_name or corpus_name_for(dataset),
@@ -167,7 +169,7 @@ def evaluate_dataset(
             raise TypeError("the beir connector must be a LoadConnector")
         Ingestor(session, settings, backend, corpus).run(source)
     else:
-        corpus = get_corpus(session, str(corpus_name))
+        corpus = held
     registry = ModelRegistry(session, settings)
     searcher = Searcher.over(session, settings, backend)
     for model_name in models:

@@ -21,7 +21,7 @@ from ferret.core.db.audit import SYSTEM_ACTOR
 from ferret.core.db.corpus import find_corpus, get_corpus
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import InvalidInputError
-from ferret.core.eval.evaluate import check_labelled_set, corpus_name_for, evaluate_dataset
+from ferret.core.eval.evaluate import corpus_name_for, evaluate_dataset, held_corpus_judged
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import (
     JobLaunch,
@@ -72,7 +72,7 @@ def prepare_evaluation(
         raise InvalidInputError(f"Dataset folder {folder} does not exist.")
     registry = ModelRegistry(context.session, context.settings)
     names = [registry.get(name).name for name in models] if models else ["base"]
-    check_labelled_set(context.session, folder, corpus)
+    held_corpus_judged(context.session, folder, corpus)  # a set that judges nothing fails here, not in a job
     corpus_name = corpus or corpus_name_for(folder)
     existing = find_corpus(context.session, corpus_name)
     params = {"dataset": str(folder.resolve()), "split": split, "models": names, "corpus": corpus_name}
