@@ -156,6 +156,28 @@ def test_markdown_is_indexed_as_the_words_a_reader_sees(tmp_path: Path) -> None:
     ]
 
 
+def test_a_pdf_title_left_by_a_converter_is_read_as_a_reader_would(
+    tmp_path: Path, make_pdf: Callable[..., bytes]
+) -> None:
+    titles = {
+        "word.pdf": "Microsoft Word - Travel policy 2024.docx",
+        "blank.pdf": "Untitled-1",
+        "slides.pdf": "PowerPoint Presentation",
+        "real.pdf": "Security  handbook",
+    }
+    for name, title in titles.items():
+        (tmp_path / name).write_bytes(make_pdf(["Some text."], title=title))
+
+    items = load(tmp_path)
+
+    assert {name: document(items, name).title for name in titles} == {
+        "word.pdf": "Travel policy 2024",
+        "blank.pdf": "blank",  # no title: the file name
+        "slides.pdf": "slides",
+        "real.pdf": "Security handbook",
+    }
+
+
 def test_non_utf8_text_is_kept(tmp_path: Path) -> None:
     (tmp_path / "legacy.txt").write_bytes("Caf\u00e9 menu".encode("cp1252"))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import io
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -89,7 +90,24 @@ def parse_pdf(data: bytes) -> ParsedFile:
     except Exception as error:  # pypdf raises many exception types on malformed files
         raise UnreadableFileError(f"corrupt or unreadable PDF ({type(error).__name__}: {error})") from error
     text = "\n\n".join(page.strip() for page in pages if page.strip())
-    return ParsedFile(title=str(title).strip(), text=text)
+    return ParsedFile(title=pdf_title(str(title)), text=text)
+
+
+# What converters write into a PDF's Title when the author never set one: the source file's name after the program's,
+# or a placeholder. "Microsoft Word - Q3 report.docx" means "Q3 report"; "Untitled" or "Slide 1" means no title.
+_CONVERTER_PREFIX = re.compile(r"^Microsoft (?:Word|PowerPoint|Excel) - ", re.IGNORECASE)
+_SOURCE_EXTENSION = re.compile(r"\.(?:docx?|pptx?|xlsx?|odt|rtf|txt|html?|indd|tex)$", re.IGNORECASE)
+_PLACEHOLDER = re.compile(
+    r"^(?:untitled(?:[ -]?\d+)?|document\d*|presentation\d*|powerpoint presentation|slide \d+|title|"
+    r"microsoft word|no title|none|\(?anonymous\)?)$",
+    re.IGNORECASE,
+)
+
+
+def pdf_title(declared: str) -> str:
+    """A PDF's declared Title as a reader would name the document, "" when it is a converter's placeholder."""
+    title = _SOURCE_EXTENSION.sub("", _CONVERTER_PREFIX.sub("", " ".join(declared.split())))
+    return "" if _PLACEHOLDER.match(title) else title
 
 
 def parse_docx(data: bytes) -> ParsedFile:
