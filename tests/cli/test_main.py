@@ -138,6 +138,8 @@ def test_config_list_shows_the_activation_history(ferret_home: Path, encoder: Du
         base = ModelRegistry(ctx.session, ctx.settings).ensure_base()
         for weight in (0.0, 1.0):
             create_search_config(ctx.session, get_corpus(ctx.session, "docs"), base, Fusion("convex", weight).to_json())
+    before = runner.invoke(app, ["config", "list", "--corpus", "docs"], env={"COLUMNS": "240"})
+    assert "none is active: searches use the active index with the default fusion (convex α=0.70" in before.stdout
     for args in (
         ["promote", "--corpus", "docs", "1"],
         ["promote", "--corpus", "docs", "2"],
@@ -152,6 +154,7 @@ def test_config_list_shows_the_activation_history(ferret_home: Path, encoder: Du
     assert "active" in rows["1"] and "cli:" in rows["1"] and "(rollback)" in rows["1"]  # when, by whom, how
     assert "ready" in rows["2"] and "cli:" in rows["2"] and "(promote)" in rows["2"]
     assert "activations, oldest first: v1 (promote), v2 (promote), v1 (rollback)" in listed.stdout
+    assert "none is active" not in listed.stdout
 
 
 def test_rollback_of_an_unknown_corpus_is_one_sentence(ferret_home: Path, run_main: RunMain) -> None:

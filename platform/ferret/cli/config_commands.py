@@ -41,7 +41,8 @@ def list_configs(corpus: CorpusOption) -> None:
         table = Table(title=f"search configurations of {corpus}")
         for column in ("version", "retriever", "fusion", "reranker", "guard", "state", "activated", "by"):
             table.add_column(column)
-        for config in list_search_configs(ctx.session, corpus_row):
+        configs = list_search_configs(ctx.session, corpus_row)
+        for config in configs:
             shown = describe(config)
             guard = shown["guard"] if isinstance(shown["guard"], dict) else {}
             reranker = (
@@ -58,6 +59,12 @@ def list_configs(corpus: CorpusOption) -> None:
         console.print(table)
         if history:
             console.print(f"activations, oldest first: {history_line(history)}", highlight=False)
+        if not any(config.active for config in configs):
+            console.print(
+                f"none is active: searches use the active index with the default fusion ({DEFAULT_FUSION.describe()}) "
+                f"and no reranker; `ferret config promote --corpus {corpus} N` makes one active",
+                highlight=False,
+            )
 
 
 @config_app.command("show")
