@@ -96,6 +96,24 @@ def test_docx_keeps_tables_in_order(tmp_path: Path, make_docx: Callable[..., Pat
     assert rates.text.splitlines() == ["Mileage rates:", "Car | 0.30", "Bike | 0.10"]
 
 
+def test_docx_without_a_title_is_named_by_the_heading_it_opens_with(tmp_path: Path) -> None:
+    import docx
+
+    opens = docx.Document()
+    opens.add_heading("Expense policy", level=1)
+    opens.add_paragraph("Claims within 30 days.")
+    opens.save(str(tmp_path / "opens.docx"))
+    later = docx.Document()
+    later.add_paragraph("Claims within 30 days.")
+    later.add_heading("Hotels", level=1)  # a section, not the document
+    later.save(str(tmp_path / "later.docx"))
+
+    items = load(tmp_path)
+
+    assert document(items, "opens.docx").title == "Expense policy"
+    assert document(items, "later.docx").title == "later"
+
+
 def test_markdown_title_is_the_heading_the_document_opens_with(tmp_path: Path) -> None:
     files = {
         "section.md": "Intro line\n\n## Travel ##\n\n# Later\n",  # a heading after text names a section

@@ -112,7 +112,7 @@ def pdf_title(declared: str) -> str:
 
 def parse_docx(data: bytes) -> ParsedFile:
     """Paragraphs and tables in document order; a table row becomes one line of cells joined by " | "; the title is
-    the Title property or the first paragraph in the "Title" style."""
+    the Title property, the first paragraph in the "Title" style, or the "Heading 1" the document opens with."""
     try:
         import docx
         from docx.table import Table
@@ -121,17 +121,20 @@ def parse_docx(data: bytes) -> ParsedFile:
     try:
         document = docx.Document(io.BytesIO(data))
         blocks: list[str] = []
-        styled_title = ""
+        styled_title = opening_heading = ""
         for block in document.iter_inner_content():
             if isinstance(block, Table):
                 blocks.extend(_table_lines(block))
             elif block.text.strip():
+                style = block.style.name if block.style is not None else ""
+                if not blocks and style == "Heading 1":
+                    opening_heading = block.text
                 blocks.append(block.text)
-                if not styled_title and block.style is not None and block.style.name == "Title":
+                if not styled_title and style == "Title":
                     styled_title = block.text
         # The document's Title property, else its first paragraph in Word's "Title" style (what a reader sees as
-        # the title: most documents never fill the property in).
-        title = document.core_properties.title or styled_title
+        # the title: most documents never fill the property in), else the Heading 1 it opens with (as in Markdown).
+        title = document.core_properties.title or styled_title or opening_heading
     except Exception as error:  # python-docx raises zipfile, KeyError, lxml errors on malformed files
         raise UnreadableFileError(f"corrupt or unreadable DOCX ({type(error).__name__}: {error})") from error
     return ParsedFile(title=title.strip(), text="\n".join(blocks))
