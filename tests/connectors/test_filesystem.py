@@ -87,6 +87,16 @@ def test_html_drops_scripts_styles_navigation_and_footer(tmp_path: Path) -> None
     assert "HR portal" not in page.text and "Copyright" not in page.text  # site navigation and footer
 
 
+def test_html_without_a_title_element_is_named_by_its_first_h1(tmp_path: Path) -> None:
+    (tmp_path / "fragment.html").write_text("<h1>Parking <em>rules</em></h1><p>Free after six.</p>", encoding="utf-8")
+    (tmp_path / "bare.html").write_text("<p>Free after six.</p>", encoding="utf-8")
+
+    items = load(tmp_path)
+
+    assert document(items, "fragment.html").title == "Parking rules"
+    assert document(items, "bare.html").title == "bare"
+
+
 def test_docx_keeps_tables_in_order(tmp_path: Path, make_docx: Callable[..., Path]) -> None:
     make_docx(tmp_path / "rates.docx", ["Mileage rates:"], table=[["Car", "0.30"], ["Bike", "0.10"]])
 

@@ -64,10 +64,14 @@ def parse_markdown(data: bytes) -> ParsedFile:
 
 
 def parse_html(data: bytes) -> ParsedFile:
-    """Visible body text only, without scripts, styles, the site navigation and the footer."""
+    """Visible body text only, without scripts, styles, the site navigation and the footer; the title is the
+    <title>, else the first <h1>."""
     tree = LexborHTMLParser(decode_text(data))
-    title_node = tree.css_first("title")
-    title = title_node.text(strip=True) if title_node is not None else ""
+    title = ""
+    for selector in ("title", "h1"):  # a saved fragment or a hand-written page often has no <title>
+        node = tree.css_first(selector)
+        if node is not None and (title := " ".join(node.text(separator=" ").split())):
+            break
     tree.strip_tags(_NON_CONTENT_TAGS)
     body = tree.body
     text = body.text(separator="\n", strip=True) if body is not None else ""
