@@ -113,13 +113,28 @@ def sync(
     name: Annotated[str, typer.Argument(help="Source name.")],
     checkpoint_every: Annotated[int, typer.Option(help="Persist the cursor every this many documents.")] = 100,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Read every document from the start, not from the checkpoint (after an upgrade that changes how "
+            "files are read); documents that read the same are not re-embedded.",
+        ),
+    ] = False,
     detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
-    """Sync one source now (resuming from its last checkpoint) and print the report (a job)."""
+    """Sync one source now (resuming from its last checkpoint, or from the start with --full) and print the report
+    (a job)."""
     with app_context() as ctx:
         source = find_configured(ctx.session, corpus, name)
         job = run_command_job(
-            ctx, "source_sync", detach=detach, source=source, trigger="manual", checkpoint_every=checkpoint_every
+            ctx,
+            "source_sync",
+            detach=detach,
+            source=source,
+            trigger="manual",
+            checkpoint_every=checkpoint_every,
+            full=full,
         )
         if job is None:
             return

@@ -119,6 +119,42 @@ def test_a_source_listing_nothing_deletes_nothing(
     assert principals == {"1": ["kb:group:support"], "2": ["public"]}
 
 
+def test_a_full_sync_reads_what_the_checkpoint_skips(
+    ferret_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After an upgrade that changes how documents are read, a sync from the checkpoint never sees the documents the
+    source did not touch; ``--full`` reads them all again and re-embeds only those that changed."""
+    path = tmp_path / "dated.sqlite"
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE articles (id INTEGER PRIMARY KEY, title TEXT, body TEXT, updated TEXT)")
+        rows = [
+            (1, "Refunds", "Refunds take five days.", "2020-01-01T00:00:00"),
+            (2, "Holidays", "August.", "2024-01-01"),
+        ]
+        connection.executemany("INSERT INTO articles VALUES (?, ?, ?, ?)", rows)
+    monkeypatch.setenv("KB_URL", f"sqlite:///{path}")
+    spec = json.loads(definition(tmp_path).read_text())
+    spec["config"] = {**spec["config"], "updated_column": "updated", "acl_column": None}
+    (tmp_path / "dated.json").write_text(json.dumps(spec), encoding="utf-8")
+    assert runner.invoke(app, ["source", "add", str(tmp_path / "dated.json")]).exit_code == 0
+    assert runner.invoke(app, ["source", "sync", "help", "kb"]).exit_code == 0
+    with sqlite3.connect(path) as connection:  # as if the reader changed: new text, the row's time untouched
+        connection.execute("UPDATE articles SET body = 'Refunds take three days.' WHERE id = 1")
+
+    def sync(*flags: str) -> dict[str, int]:
+        done = runner.invoke(app, ["source", "sync", "help", "kb", "--json", *flags])
+        assert done.exit_code == 0, done.output
+        counts: dict[str, int] = json.loads(done.stdout)["counts"]
+        return counts
+
+    assert sync()["changed"] == 0  # the checkpoint's watermark is past the row's time
+    full = sync("--full")
+    assert (full["changed"], full["unchanged"], full["deleted"]) == (1, 1, 0)
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        (body,) = connection.execute("SELECT body FROM documents WHERE external_id = '1'").fetchone()
+    assert "three days" in body
+
+
 def test_scheduled_sources_fall_due_after_their_period(
     session: Session, settings: FerretSettings, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

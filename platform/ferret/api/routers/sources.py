@@ -100,9 +100,11 @@ def sync_now(
     state: StateDep,
     corpus: str = Path(max_length=128),
     name: str = Path(max_length=64),
+    full: bool = Query(False, description="Read every document from the start instead of from the checkpoint."),
 ) -> SyncReportOut:
-    """Runs the sync in the request (resuming from the source's last checkpoint); a failed sync answers 400 with its
-    one-sentence reason, and its report (state failed) is listed by the syncs route."""
+    """Runs the sync in the request (resuming from the source's last checkpoint, or from the start with
+    ``full=true``); a failed sync answers 400 with its one-sentence reason, and its report (state failed) is listed
+    by the syncs route."""
     source = find_configured(session, corpus, name)
-    run = sync_source(session, state.settings, state.backend, state.connectors, source, trigger="api")
+    run = sync_source(session, state.settings, state.backend, state.connectors, source, trigger="api", full=full)
     return SyncReportOut(**run_summary(run))

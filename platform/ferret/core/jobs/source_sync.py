@@ -60,7 +60,7 @@ def sync_jobs(session: Session, source: Source, *, limit: int = 1) -> list[Job]:
 
 
 def prepare_sync(
-    context: LaunchContext, *, source: Source, trigger: str = "manual", checkpoint_every: int = 100
+    context: LaunchContext, *, source: Source, trigger: str = "manual", checkpoint_every: int = 100, full: bool = False
 ) -> JobLaunch:
     """A sync job of ``source`` (``JobQueue.start_job("source_sync", session, source=..., trigger=...)``).
 
@@ -70,7 +70,7 @@ def prepare_sync(
         raise MissingResource("a source sync job is started with the connector registry")
     if checkpoint_every < 1:
         raise InvalidInputError("--checkpoint-every must be 1 or more.")
-    return _launch(context.session, source, context.connector_class(source.kind), trigger, checkpoint_every)
+    return _launch(context.session, source, context.connector_class(source.kind), trigger, checkpoint_every, full)
 
 
 def start_payload(session: Session, source: Source, connector_class: type, *, trigger: str) -> tuple[Job, Payload]:
@@ -83,7 +83,12 @@ def start_payload(session: Session, source: Source, connector_class: type, *, tr
 
 
 def _launch(
-    session: Session, source: Source, connector_class: type, trigger: str, checkpoint_every: int = 100
+    session: Session,
+    source: Source,
+    connector_class: type,
+    trigger: str,
+    checkpoint_every: int = 100,
+    full: bool = False,
 ) -> JobLaunch:
     if not issubclass(connector_class, IncrementalConnector):
         raise not_incremental(source.kind)
@@ -91,13 +96,13 @@ def _launch(
         if job.state in (JobState.QUEUED, JobState.RUNNING):
             raise ConflictError(f"Source {source.name!r} is already syncing in job {job.id}; wait for it or cancel it.")
     corpus = source_corpus(session, source)
-    params: Payload = {"source": source.name, "trigger": trigger}
+    params: Payload = {"source": source.name, "trigger": trigger, **({"full": True} if full else {})}
     first = {"job_id": 0, "corpus": corpus.name, **params, "checkpoint_every": checkpoint_every}
     return JobLaunch(corpus.id, lambda job_id: (params, {**first, "job_id": job_id}))
 
 
 def run_source_sync(context: StageContext, payload: Payload) -> Payload:
-    """Payload: job_id, corpus, source (a configured source's name), trigger. Returns the sync's summary."""
+    """Payload: job_id, corpus, source (a configured source's name), trigger, full. Returns the sync's summary."""
     source = find_configured(context.session, payload["corpus"], payload["source"])
 
     def checkpoint(report: SyncReport) -> None:
@@ -114,6 +119,7 @@ def run_source_sync(context: StageContext, payload: Payload) -> Payload:
             trigger=str(payload.get("trigger") or "job"),
             checkpoint_every=int(payload.get("checkpoint_every") or 100),
             on_checkpoint=checkpoint,
+            full=bool(payload.get("full")),
         )
     except SyncFailedError as error:
         if isinstance(error.__cause__, JobStopped):

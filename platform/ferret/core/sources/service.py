@@ -81,15 +81,16 @@ def sync_source(
     trigger: str = "manual",
     checkpoint_every: int = 100,
     on_checkpoint: Callable[[SyncReport], None] | None = None,
+    full: bool = False,
 ) -> SyncRun:
-    """One sync of ``source``; ``on_checkpoint`` sees the report after each committed checkpoint (a job's
-    progress: ``ferret.core.jobs.source_sync``)."""
+    """One sync of ``source`` (``full``: from the start, not from its checkpoint); ``on_checkpoint`` sees the report
+    after each committed checkpoint (a job's progress: ``ferret.core.jobs.source_sync``)."""
     corpus = source_corpus(session, source)
     connector = build_for(source, build)
     sync = SourceSync(
         session, settings, backend, corpus, source, checkpoint_every=checkpoint_every, on_checkpoint=on_checkpoint
     )
-    return sync.run_sync(connector, trigger=trigger)
+    return sync.run_sync(connector, trigger=trigger, full=full)
 
 
 def find_configured(session: Session, corpus: str, name: str) -> Source:

@@ -102,12 +102,16 @@ class SourceSync(Ingestor):
         self.checkpoint_every = max(1, checkpoint_every)
         self.on_checkpoint = on_checkpoint
 
-    def run_sync(self, connector: IncrementalConnector, *, trigger: str = "manual") -> SyncRun:
-        """One sync; returns its finished run row, or raises ``SyncFailedError`` after recording the failure."""
+    def run_sync(self, connector: IncrementalConnector, *, trigger: str = "manual", full: bool = False) -> SyncRun:
+        """One sync; returns its finished run row, or raises ``SyncFailedError`` after recording the failure.
+
+        ``full`` reads every document from the start instead of resuming from the checkpoint: after an upgrade that
+        changes how files are read, documents the checkpoint would skip are read again (those whose text and title
+        come out the same stay unchanged and are not re-embedded)."""
         run = start_sync_run(self.session, self.source, trigger)
         self.session.commit()
         report = SyncReport()
-        cursor = (self.source.checkpoint or {}).get("cursor")
+        cursor = None if full else (self.source.checkpoint or {}).get("cursor")
         report.resumed = cursor is not None and _previous_failed(self.session, self.source, run)
         self.known = document_fingerprints(self.session, self.corpus, self.source.name)
         try:
