@@ -125,6 +125,16 @@ def test_add_sync_edit_and_remove_a_sql_source(populated_home: Path, articles: P
     assert report.startswith("sync 2 succeeded: new 0, changed 1, unchanged 0, deleted 1"), report
     history = [m.value for m in app.markdown if "succeeded" in m.value and "source_sync" not in m.value]
     assert len(history) == 2 and "sync 2 succeeded" in history[0] and "sync 1 succeeded" in history[1]
+    app.checkbox(key="sync-full").check()
+    run(app)
+    app.button(key="sync-source").click()
+    run(app)
+    assert any(m.startswith(f"Job {job_id + 2} started: full sync of source articles") for m in messages(app))
+    with open_context() as context:
+        assert context.jobs.wait(job_id + 2, timeout_s=120)
+        assert get_job(context.session, job_id + 2).params["full"] is True
+    app.checkbox(key="sync-full").uncheck()
+    run(app)
 
     app.button(key="edit-source").click()
     run(app)

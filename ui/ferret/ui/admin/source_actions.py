@@ -55,13 +55,13 @@ def definition_text(corpus: str, name: str) -> str:
         return yaml.safe_dump(spec, sort_keys=False)
 
 
-def sync_now(corpus: str, name: str) -> str:
+def sync_now(corpus: str, name: str, full: bool = False) -> str:
     """Start a sync of one source as a job (a worker, or a thread of this process without a broker), from its
-    checkpoint; the page follows the job and shows the sync's report when it ends."""
+    checkpoint or, ``full``, from the start; the page follows the job and shows the sync's report when it ends."""
     with open_context() as context:
         source = find_configured(context.session, corpus, name)
-        job = context.jobs.start_job("source_sync", context.session, source=source, trigger="admin")
-        return f"Job {job.id} started: sync of source {name}."
+        job = context.jobs.start_job("source_sync", context.session, source=source, trigger="admin", full=full)
+        return f"Job {job.id} started: {'full ' if full else ''}sync of source {name}."
 
 
 def last_sync_job(corpus: str, name: str) -> tuple[Any, dict[str, Any]] | None:

@@ -116,8 +116,14 @@ def render() -> None:
         st.dataframe(rows, hide_index=True)
         chosen = str(st.selectbox("Source", [row["name"] for row in rows], key="source-choice"))
         sync_col, edit_col, remove_col = st.columns(3)
+        full = sync_col.checkbox(
+            "From the start",
+            key="sync-full",
+            help="Read every document again, not only what changed since the last checkpoint (after an upgrade that "
+            "changes how files are read); documents that read the same are not re-embedded.",
+        )
         sync_col.button(
-            "Sync now", key="sync-source", on_click=run_action, args=(partial(sync_now, corpus_name, chosen),)
+            "Sync now", key="sync-source", on_click=run_action, args=(partial(sync_now, corpus_name, chosen, full),)
         )
         edit_col.button("Edit definition", key="edit-source", on_click=load_definition, args=(corpus_name, chosen))
         remove_col.button(
