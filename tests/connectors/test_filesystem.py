@@ -106,6 +106,64 @@ def test_docx_keeps_tables_in_order(tmp_path: Path, make_docx: Callable[..., Pat
     assert rates.text.splitlines() == ["Mileage rates:", "Car | 0.30", "Bike | 0.10"]
 
 
+def test_pptx_slides_tables_groups_and_notes_are_read_in_order(tmp_path: Path) -> None:
+    import pptx
+    from pptx.util import Inches
+
+    deck = pptx.Presentation()
+    deck.core_properties.title = "PowerPoint Presentation"  # what PowerPoint leaves: not a title
+    first = deck.slides.add_slide(deck.slide_layouts[1])  # title and content
+    first.shapes.title.text = "Q3 results"
+    first.placeholders[1].text_frame.text = "Revenue grew 12%"
+    first.notes_slide.notes_text_frame.text = "Mention the new office."
+    second = deck.slides.add_slide(deck.slide_layouts[6])  # blank
+    table = second.shapes.add_table(2, 2, Inches(1), Inches(1), Inches(4), Inches(1)).table
+    for (row, column), value in {(0, 0): "Region", (0, 1): "Sales", (1, 0): "North", (1, 1): "40"}.items():
+        table.cell(row, column).text = value
+    group = second.shapes.add_group_shape()
+    group.shapes.add_textbox(Inches(1), Inches(3), Inches(2), Inches(1)).text_frame.text = "Grouped caption"
+    deck.save(str(tmp_path / "review.pptx"))
+
+    review = document(load(tmp_path), "review.pptx")
+
+    assert review.title == "Q3 results"  # the first slide's title
+    assert review.text.splitlines() == [
+        "Q3 results",
+        "Revenue grew 12%",
+        "Mention the new office.",
+        "Region | Sales",
+        "North | 40",
+        "Grouped caption",
+    ]
+
+
+def test_xlsx_sheets_are_read_as_rows_of_values(tmp_path: Path) -> None:
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    rates = book.active
+    rates.title = "Rates"
+    rates.append(["Vehicle", "Rate per km"])
+    rates.append(["Car", 0.3])
+    rates.append([None, None])
+    rates.append(["Bike", "=0.05*2"])  # a formula never computed by Excel: no cached value, so left out
+    book.create_sheet("Notes").append(["Rates change in January."])
+    book.properties.title = "Mileage"
+    book.save(str(tmp_path / "mileage.xlsx"))
+
+    mileage = document(load(tmp_path), "mileage.xlsx")
+
+    assert mileage.title == "Mileage"
+    assert mileage.text.splitlines() == [
+        "Rates",
+        "Vehicle | Rate per km",
+        "Car | 0.3",
+        "Bike",
+        "Notes",
+        "Rates change in January.",
+    ]
+
+
 def test_docx_without_a_title_is_named_by_the_heading_it_opens_with(tmp_path: Path) -> None:
     import docx
 
@@ -221,6 +279,8 @@ def test_bad_files_are_skipped_with_their_reason(tmp_path: Path, make_pdf: Calla
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf")
     (tmp_path / "scan.pdf").write_bytes(make_pdf([]))
     (tmp_path / "broken.docx").write_bytes(b"PK\x03\x04 not a zip")
+    (tmp_path / "broken.pptx").write_bytes(b"PK\x03\x04 not a zip")
+    (tmp_path / "broken.xlsx").write_bytes(b"not a workbook")
     (tmp_path / "good.txt").write_text("fine", encoding="utf-8")
 
     items = load(tmp_path, max_file_bytes=1000)
@@ -233,6 +293,8 @@ def test_bad_files_are_skipped_with_their_reason(tmp_path: Path, make_pdf: Calla
     assert "corrupt or unreadable PDF" in skip_reason(items, "broken.pdf")
     assert "OCR" in skip_reason(items, "scan.pdf")
     assert "corrupt or unreadable DOCX" in skip_reason(items, "broken.docx")
+    assert "corrupt or unreadable PPTX" in skip_reason(items, "broken.pptx")
+    assert "corrupt or unreadable XLSX" in skip_reason(items, "broken.xlsx")
     assert isinstance(items["good.txt"], Document)
 
 
@@ -243,11 +305,16 @@ def test_missing_office_extra_is_a_skip_reason(
     (tmp_path / "letter.docx").write_bytes(b"irrelevant")
     monkeypatch.setitem(sys.modules, "pypdf", None)
     monkeypatch.setitem(sys.modules, "docx", None)
+    for name, module in (("deck.pptx", "pptx"), ("sheet.xlsx", "openpyxl")):
+        (tmp_path / name).write_bytes(b"irrelevant")
+        monkeypatch.setitem(sys.modules, module, None)
 
     items = load(tmp_path)
 
     assert skip_reason(items, "report.pdf") == "install ferret[office] to read .pdf files"
     assert skip_reason(items, "letter.docx") == "install ferret[office] to read .docx files"
+    assert skip_reason(items, "deck.pptx") == "install ferret[office] to read .pptx files"
+    assert skip_reason(items, "sheet.xlsx") == "install ferret[office] to read .xlsx files"
 
 
 def test_too_long_path_is_skipped(tmp_path: Path) -> None:

@@ -158,7 +158,9 @@ def db_downgrade(revision: str) -> None:
 @app.command(rich_help_panel=DOCUMENTS)
 def ingest(
     corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus name; created when new.")],
-    path: Annotated[Path | None, typer.Option(help="A folder of txt, md, html, pdf and docx files.")] = None,
+    path: Annotated[
+        Path | None, typer.Option(help="A folder of txt, md, html, pdf, docx, pptx and xlsx files.")
+    ] = None,
     beir: Annotated[Path | None, typer.Option(help="A BEIR dataset folder (corpus.jsonl).")] = None,
     source: Annotated[str | None, typer.Option(help="Source name within the corpus.")] = None,
     incremental: Annotated[bool, typer.Option(help="Only changes since the last run (filesystem).")] = False,
@@ -187,7 +189,11 @@ def ingest(
         connector = ctx.connectors(kind, **config)
         new = find_corpus(ctx.session, corpus) is None
         if new and isinstance(connector, SlimConnector) and next(iter(connector.list_external_ids()), None) is None:
-            readable = "txt, md, html, pdf or docx file (hidden ones are left out)" if path else "corpus.jsonl line"
+            readable = (
+                "txt, md, html, pdf, docx, pptx or xlsx file (hidden ones are left out)"
+                if path
+                else "corpus.jsonl line"
+            )
             raise InvalidInputError(f"{option} {folder} holds no {readable}, so corpus {corpus!r} was not created.")
         corpus_row = get_or_create_corpus(
             ctx.session,

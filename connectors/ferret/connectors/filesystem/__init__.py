@@ -1,4 +1,4 @@
-"""Filesystem source: a folder of txt, md, html, pdf and docx files (office formats need ferret[office])."""
+"""Filesystem source: a folder of txt, md, html, pdf, docx, pptx and xlsx files (office formats need ferret[office])."""
 
 from ferret.connectors.filesystem.connector import FilesystemConfig, FilesystemConnector
 

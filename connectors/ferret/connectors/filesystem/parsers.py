@@ -1,8 +1,8 @@
 """Turn the bytes of one file into a title and plain text, one parser per format.
 
 Each parser raises ``UnreadableFileError`` with a reason a user can act on; the connector turns that into a
-``SkippedItem`` so that one bad file never stops an ingest. The office parsers (pypdf, python-docx) are
-imported only when such a file is met, so a text-only install needs neither.
+``SkippedItem`` so that one bad file never stops an ingest. The office parsers (pypdf, python-docx,
+python-pptx, openpyxl) are imported only when such a file is met, so a text-only install needs none of them.
 """
 
 from __future__ import annotations
@@ -10,16 +10,13 @@ from __future__ import annotations
 import codecs
 import io
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser
 
 from ferret.connectors.filesystem.markdown import to_text
-
-if TYPE_CHECKING:
-    from docx.table import Table
 
 # Not text a reader searches for: code, and a saved page's site navigation and footer, which would otherwise repeat
 # in a passage of every page of a site.
@@ -94,11 +91,12 @@ def parse_pdf(data: bytes) -> ParsedFile:
     except Exception as error:  # pypdf raises many exception types on malformed files
         raise UnreadableFileError(f"corrupt or unreadable PDF ({type(error).__name__}: {error})") from error
     text = "\n\n".join(page.strip() for page in pages if page.strip())
-    return ParsedFile(title=pdf_title(str(title)), text=text)
+    return ParsedFile(title=declared_title(str(title)), text=text)
 
 
-# What converters write into a PDF's Title when the author never set one: the source file's name after the program's,
-# or a placeholder. "Microsoft Word - Q3 report.docx" means "Q3 report"; "Untitled" or "Slide 1" means no title.
+# What converters and office applications write into a Title when the author never set one: the source file's name
+# after the program's, or a placeholder. "Microsoft Word - Q3 report.docx" means "Q3 report"; "Untitled" or "Slide 1"
+# means no title.
 _CONVERTER_PREFIX = re.compile(r"^Microsoft (?:Word|PowerPoint|Excel) - ", re.IGNORECASE)
 _SOURCE_EXTENSION = re.compile(r"\.(?:docx?|pptx?|xlsx?|odt|rtf|txt|html?|indd|tex)$", re.IGNORECASE)
 _PLACEHOLDER = re.compile(
@@ -108,8 +106,9 @@ _PLACEHOLDER = re.compile(
 )
 
 
-def pdf_title(declared: str) -> str:
-    """A PDF's declared Title as a reader would name the document, "" when it is a converter's placeholder."""
+def declared_title(declared: str) -> str:
+    """An office file's declared Title as a reader would name the document, "" when it is a converter's or an
+    application's placeholder."""
     title = _SOURCE_EXTENSION.sub("", _CONVERTER_PREFIX.sub("", " ".join(declared.split())))
     return "" if _PLACEHOLDER.match(title) else title
 
@@ -138,13 +137,76 @@ def parse_docx(data: bytes) -> ParsedFile:
                     styled_title = block.text
         # The document's Title property, else its first paragraph in Word's "Title" style (what a reader sees as
         # the title: most documents never fill the property in), else the Heading 1 it opens with (as in Markdown).
-        title = document.core_properties.title or styled_title or opening_heading
+        title = declared_title(document.core_properties.title or "") or styled_title or opening_heading
     except Exception as error:  # python-docx raises zipfile, KeyError, lxml errors on malformed files
         raise UnreadableFileError(f"corrupt or unreadable DOCX ({type(error).__name__}: {error})") from error
     return ParsedFile(title=title.strip(), text="\n".join(blocks))
 
 
-def _table_lines(table: Table) -> list[str]:
+def parse_pptx(data: bytes) -> ParsedFile:
+    """Each slide's text in order: its text boxes (groups included), tables as "cell | cell" rows, then its speaker
+    notes; the title is the Title property, else the first slide's title."""
+    try:
+        import pptx
+    except ImportError:
+        raise UnreadableFileError("install ferret[office] to read .pptx files") from None
+    try:
+        deck = pptx.Presentation(io.BytesIO(data))
+        lines: list[str] = []
+        first_title = ""
+        for slide in deck.slides:
+            heading = slide.shapes.title
+            if not first_title and heading is not None and heading.has_text_frame:
+                first_title = " ".join(heading.text_frame.text.split())
+            for shape in slide.shapes:
+                lines.extend(_shape_lines(shape))
+            if slide.has_notes_slide and slide.notes_slide.notes_text_frame is not None:
+                lines.extend(_nonblank(slide.notes_slide.notes_text_frame.text.splitlines()))
+        title = declared_title(deck.core_properties.title or "") or first_title
+    except Exception as error:  # python-pptx raises zipfile, KeyError, lxml errors on malformed files
+        raise UnreadableFileError(f"corrupt or unreadable PPTX ({type(error).__name__}: {error})") from error
+    return ParsedFile(title=title, text="\n".join(lines))
+
+
+def _shape_lines(shape: Any) -> list[str]:
+    if getattr(shape, "shapes", None) is not None:  # a group: its members in order
+        return [line for member in shape.shapes for line in _shape_lines(member)]
+    if getattr(shape, "has_table", False):
+        return _table_lines(shape.table)
+    if getattr(shape, "has_text_frame", False):
+        return _nonblank(paragraph.text for paragraph in shape.text_frame.paragraphs)
+    return []
+
+
+def parse_xlsx(data: bytes) -> ParsedFile:
+    """Each sheet's name, then its non-empty rows as "cell | cell" lines (a formula as its last computed value); the
+    title is the Title property."""
+    try:
+        import openpyxl
+    except ImportError:
+        raise UnreadableFileError("install ferret[office] to read .xlsx files") from None
+    try:
+        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        try:
+            lines: list[str] = []
+            for sheet in book.worksheets:
+                lines.append(sheet.title)
+                for row in sheet.iter_rows(values_only=True):
+                    if cells := _nonblank("" if value is None else str(value) for value in row):
+                        lines.append(" | ".join(cells))
+            title = declared_title(book.properties.title or "")
+        finally:
+            book.close()
+    except Exception as error:  # openpyxl raises zipfile, KeyError, lxml errors on malformed files
+        raise UnreadableFileError(f"corrupt or unreadable XLSX ({type(error).__name__}: {error})") from error
+    return ParsedFile(title=title, text="\n".join(lines))
+
+
+def _nonblank(texts: Iterable[str]) -> list[str]:
+    return [text.strip() for text in texts if text.strip()]
+
+
+def _table_lines(table: Any) -> list[str]:
     lines = []
     for row in table.rows:
         cells: list[str] = []
@@ -165,6 +227,8 @@ PARSERS: dict[str, Callable[[bytes], ParsedFile]] = {
     ".htm": parse_html,
     ".pdf": parse_pdf,
     ".docx": parse_docx,
+    ".pptx": parse_pptx,
+    ".xlsx": parse_xlsx,
 }
 SUPPORTED_EXTENSIONS = frozenset(PARSERS)
 
