@@ -137,6 +137,24 @@ def test_pptx_slides_tables_groups_and_notes_are_read_in_order(tmp_path: Path) -
     ]
 
 
+def test_csv_rows_keep_quoted_fields_whole(tmp_path: Path) -> None:
+    (tmp_path / "contacts.csv").write_text(
+        'team,lead,note\nPayroll,Ann,"closes on the 25th, not the 30th"\n\nIT,Bob,"ask first\nthen file a ticket"\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "semicolons.csv").write_text("city;office\nLyon;Part-Dieu\n", encoding="utf-8")
+
+    items = load(tmp_path)
+
+    assert document(items, "contacts.csv").text.splitlines() == [
+        "team | lead | note",
+        "Payroll | Ann | closes on the 25th, not the 30th",
+        "IT | Bob | ask first",
+        "then file a ticket",
+    ]
+    assert document(items, "semicolons.csv").text == "city | office\nLyon | Part-Dieu"
+
+
 def test_xlsx_sheets_are_read_as_rows_of_values(tmp_path: Path) -> None:
     import openpyxl
 

@@ -159,7 +159,7 @@ def db_downgrade(revision: str) -> None:
 def ingest(
     corpus: Annotated[str, typer.Option("--corpus", "-c", help="Corpus name; created when new.")],
     path: Annotated[
-        Path | None, typer.Option(help="A folder of txt, md, html, pdf, docx, pptx and xlsx files.")
+        Path | None, typer.Option(help="A folder of txt, md, rst, csv, html, pdf, docx, pptx and xlsx files.")
     ] = None,
     beir: Annotated[Path | None, typer.Option(help="A BEIR dataset folder (corpus.jsonl).")] = None,
     source: Annotated[str | None, typer.Option(help="Source name within the corpus.")] = None,
@@ -190,7 +190,7 @@ def ingest(
         new = find_corpus(ctx.session, corpus) is None
         if new and isinstance(connector, SlimConnector) and next(iter(connector.list_external_ids()), None) is None:
             readable = (
-                "txt, md, html, pdf, docx, pptx or xlsx file (hidden ones are left out)"
+                "txt, md, rst, csv, html, pdf, docx, pptx or xlsx file (hidden ones are left out)"
                 if path
                 else "corpus.jsonl line"
             )

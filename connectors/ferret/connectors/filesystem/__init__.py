@@ -1,4 +1,5 @@
-"""Filesystem source: a folder of txt, md, html, pdf, docx, pptx and xlsx files (office formats need ferret[office])."""
+"""Filesystem source: a folder of txt, md, rst, csv, html, pdf, docx, pptx and xlsx files (office formats need
+ferret[office])."""
 
 from ferret.connectors.filesystem.connector import FilesystemConfig, FilesystemConnector
 

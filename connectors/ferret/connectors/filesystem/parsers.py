@@ -8,6 +8,7 @@ python-pptx, openpyxl) are imported only when such a file is met, so a text-only
 from __future__ import annotations
 
 import codecs
+import csv
 import io
 import re
 from collections.abc import Callable, Iterable
@@ -51,6 +52,17 @@ def decode_text(data: bytes) -> str:
 
 def parse_plain_text(data: bytes) -> ParsedFile:
     return ParsedFile(title="", text=decode_text(data))
+
+
+def parse_csv(data: bytes) -> ParsedFile:
+    """Rows as "cell | cell" lines, quoted fields (commas, line breaks) kept whole, as a spreadsheet's rows are."""
+    text = decode_text(data)
+    try:
+        dialect = csv.Sniffer().sniff(text[:4096], delimiters=",;\t|")
+    except csv.Error:
+        dialect = csv.excel  # one column, or too irregular to tell: commas
+    rows = csv.reader(io.StringIO(text), dialect)
+    return ParsedFile(title="", text="\n".join(" | ".join(cells) for row in rows if (cells := _nonblank(row))))
 
 
 def parse_markdown(data: bytes) -> ParsedFile:
@@ -222,6 +234,8 @@ def _table_lines(table: Any) -> list[str]:
 
 PARSERS: dict[str, Callable[[bytes], ParsedFile]] = {
     ".txt": parse_plain_text,
+    ".rst": parse_plain_text,
+    ".csv": parse_csv,
     ".md": parse_markdown,
     ".html": parse_html,
     ".htm": parse_html,
