@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import csv
+import importlib
 import io
 import re
 from collections.abc import Callable, Iterable
@@ -87,11 +88,16 @@ def parse_html(data: bytes) -> ParsedFile:
     return ParsedFile(title=title, text=text)
 
 
-def parse_pdf(data: bytes) -> ParsedFile:
+def _office_module(name: str, extension: str) -> Any:
+    """An office format's reader, imported when such a file is met; the skip reason names the extra when missing."""
     try:
-        import pypdf
+        return importlib.import_module(name)
     except ImportError:
-        raise UnreadableFileError("install ferret[office] to read .pdf files") from None
+        raise UnreadableFileError(f"install ferret[office] to read {extension} files") from None
+
+
+def parse_pdf(data: bytes) -> ParsedFile:
+    pypdf = _office_module("pypdf", ".pdf")
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
@@ -128,17 +134,14 @@ def declared_title(declared: str) -> str:
 def parse_docx(data: bytes) -> ParsedFile:
     """Paragraphs and tables in document order; a table row becomes one line of cells joined by " | "; the title is
     the Title property, the first paragraph in the "Title" style, or the "Heading 1" the document opens with."""
-    try:
-        import docx
-        from docx.table import Table
-    except ImportError:
-        raise UnreadableFileError("install ferret[office] to read .docx files") from None
+    docx = _office_module("docx", ".docx")
+    table_type = _office_module("docx.table", ".docx").Table
     try:
         document = docx.Document(io.BytesIO(data))
         blocks: list[str] = []
         styled_title = opening_heading = ""
         for block in document.iter_inner_content():
-            if isinstance(block, Table):
+            if isinstance(block, table_type):
                 blocks.extend(_table_lines(block))
             elif block.text.strip():
                 style = block.style.name if block.style is not None else ""
@@ -158,10 +161,7 @@ def parse_docx(data: bytes) -> ParsedFile:
 def parse_pptx(data: bytes) -> ParsedFile:
     """Each slide's text in order: its text boxes (groups included), tables as "cell | cell" rows, then its speaker
     notes; the title is the Title property, else the first slide's title."""
-    try:
-        import pptx
-    except ImportError:
-        raise UnreadableFileError("install ferret[office] to read .pptx files") from None
+    pptx = _office_module("pptx", ".pptx")
     try:
         deck = pptx.Presentation(io.BytesIO(data))
         lines: list[str] = []
@@ -193,10 +193,7 @@ def _shape_lines(shape: Any) -> list[str]:
 def parse_xlsx(data: bytes) -> ParsedFile:
     """Each sheet's name, then its non-empty rows as "cell | cell" lines (a formula as its last computed value); the
     title is the Title property."""
-    try:
-        import openpyxl
-    except ImportError:
-        raise UnreadableFileError("install ferret[office] to read .xlsx files") from None
+    openpyxl = _office_module("openpyxl", ".xlsx")
     try:
         book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
         try:
