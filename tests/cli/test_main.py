@@ -107,6 +107,14 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert sparse.exit_code == 0, sparse.output
     assert "volcanoes.txt" in sparse.stdout
 
+    as_json = runner.invoke(app, ["search", "magma volcano", "--corpus", "docs", "-k", "2", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    answer = json.loads(as_json.stdout)  # the HTTP API's shape: corpus, query, mode, results
+    assert (answer["corpus"], answer["query"], answer["mode"]) == ("docs", "magma volcano", "hybrid")
+    first = answer["results"][0]
+    assert first["external_id"] == "volcanoes.txt" and "magma" in first["text"]
+    assert set(first) == {"document_id", "external_id", "title", "text", "score", "passage_id", "source", "metadata"}
+
     listed = runner.invoke(app, ["index", "list", "--corpus", "docs"], env={"COLUMNS": "220"})
     assert listed.exit_code == 0, listed.output
     assert "docs__v1" in listed.stdout and "active" in listed.stdout

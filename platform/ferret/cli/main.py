@@ -260,10 +260,16 @@ def search(
     all_groups: Annotated[
         bool, typer.Option("--all-groups", help="Search every document, whatever its groups (an administrator's view).")
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the results as JSON, in the shape of the HTTP API's search.")
+    ] = False,
 ) -> None:
     """Search a corpus with its active search configuration (or an explicit one, for comparisons).
 
     As `public` only, unless --group or --all-groups is given."""
+    import dataclasses
+    import json
+
     from ferret.cli.render import print_results
     from ferret.core.db.corpus import get_corpus
     from ferret.core.db.source import expand_principals
@@ -279,6 +285,11 @@ def search(
         groups = expand_principals(ctx.session, group) if acl_groups is not None and group else acl_groups
         plan = plan_by_name(ctx.session, get_corpus(ctx.session, corpus), config) if config else None
         results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups, plan=plan)
+        if as_json:
+            hits = [dataclasses.asdict(result) for result in results]
+            answer = {"corpus": corpus, "query": query, "mode": ctx.searcher.mode(mode), "results": hits}
+            print(json.dumps(answer, ensure_ascii=False, indent=2))
+            return
         print_results(query, results, ctx.searcher.mode(mode))
 
 
