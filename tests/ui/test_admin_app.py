@@ -52,6 +52,10 @@ def test_app_navigates_to_the_overview_by_default(populated_home: Path) -> None:
 def test_overview_counts_live_versions_jobs_and_warnings(populated_home: Path) -> None:
     with open_context() as context:
         context.session.add(Job(kind="pipeline", state=JobState.FAILED, stage="train", error="Out of memory."))
+        # A failure that a later job of the same kind on the same corpus has since done is not a warning any more.
+        kb = get_corpus(context.session, "kb").id
+        context.session.add(Job(kind="eval", corpus_id=kb, state=JobState.FAILED, stage="evaluate", error="Bad set."))
+        context.session.add(Job(kind="eval", corpus_id=kb, state=JobState.SUCCEEDED, stage="evaluate"))
     app = run(page("overview"))
 
     assert {metric.label: metric.value for metric in app.metric} == {"Corpora": "1", "Running jobs": "1", "Tasks": "1"}

@@ -112,11 +112,16 @@ class AdminOverview:
     sources: tuple[SourceRow, ...] = ()
 
     def warnings(self, *, now: datetime, stale_after: timedelta = STALE_SOURCE_AFTER) -> list[str]:
-        """One sentence per thing an admin should look at: failed jobs, sources not synced for a while."""
+        """One sentence per thing an admin should look at: failed jobs that no later job of the same kind on the same
+        corpus has since done (a retry, a fixed rerun), sources not synced for a while."""
+        done_after: dict[tuple[str, str | None], int] = {}  # (kind, corpus) -> the newest succeeded job's id
+        for job in self.jobs:
+            if job.state == "succeeded":
+                done_after[(job.kind, job.corpus)] = max(job.id, done_after.get((job.kind, job.corpus), 0))
         found = [
             f"Job {job.id} ({job.kind}{f' of {job.corpus}' if job.corpus else ''}) failed: {job.error or 'no error'}"
             for job in self.jobs
-            if job.state == "failed"
+            if job.state == "failed" and done_after.get((job.kind, job.corpus), 0) < job.id
         ]
         for source in self.sources:
             if source.last_run_at is None or _utc(now) - _utc(source.last_run_at) > stale_after:
