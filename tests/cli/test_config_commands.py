@@ -13,7 +13,7 @@ from ferret.core.db.audit import list_events
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.db.search_config import active_search_config, list_search_configs
-from ferret.core.search.fusion import Fusion
+from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 from ferret.core.settings import get_settings
 from ferret_testing import cli_error as error_of
 
@@ -49,7 +49,7 @@ def test_a_configuration_made_by_hand_is_stored_inactive_and_bad_input_stores_no
         corpus = get_corpus(session, "kb")
         configs = list_search_configs(session, corpus)
         assert [(c.version, Fusion.from_json(c.fusion), c.note) for c in configs] == [
-            (1, Fusion("rrf", 0.7, "tmm"), "compare with RRF")
+            (1, Fusion("rrf", DEFAULT_FUSION.weight, "tmm"), "compare with RRF")
         ]  # the refused ones left no row
         assert active_search_config(session, corpus) is None
         created = [e for e in list_events(session) if e.action == "config.create"]

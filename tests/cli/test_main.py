@@ -147,7 +147,7 @@ def test_config_list_shows_the_activation_history(ferret_home: Path, encoder: Du
         for weight in (0.0, 1.0):
             create_search_config(ctx.session, get_corpus(ctx.session, "docs"), base, Fusion("convex", weight).to_json())
     before = runner.invoke(app, ["config", "list", "--corpus", "docs"], env={"COLUMNS": "240"})
-    assert "none is active: searches use the active index with the default fusion (convex α=0.70" in before.stdout
+    assert "none is active: searches use the active index with the default fusion (convex α=0.80" in before.stdout
     for args in (
         ["promote", "--corpus", "docs", "1"],
         ["promote", "--corpus", "docs", "2"],

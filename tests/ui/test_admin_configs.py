@@ -23,8 +23,8 @@ VIEWS = Path(__file__).resolve().parents[2] / "ui" / "ferret" / "ui" / "admin" /
 TIMEOUT_S = 120
 GUARD = {"passed": True, "reason": "held-out gain above zero", "held_out_gain_low": 0.02}
 TUNING = {  # as the configure stage stores a FusionChoice (ferret.core.search.tuning)
-    "reason": "convex α=0.0: 0.450 against the default's (convex α=0.70 (tmm)) 0.410 on 40 queries",
-    "scores": {"rrf": 0.40, "0.0": 0.45, "0.5": 0.42, "0.7": 0.41, "1.0": 0.30, "examples out of sample": 0.7},
+    "reason": "convex α=0.0: 0.450 against the default's (convex α=0.80 (tmm)) 0.410 on 40 queries",
+    "scores": {"rrf": 0.40, "0.0": 0.45, "0.5": 0.42, "0.8": 0.41, "1.0": 0.30, "examples out of sample": 0.7},
 }
 COMPARED = {"base": {"objective": 0.45, "reason": TUNING["reason"]}}
 
@@ -139,7 +139,7 @@ def test_a_configuration_shows_how_its_fusion_was_chosen(configured_home: Path) 
     app = run(AppTest.from_file(str(VIEWS / "evaluation.py"), default_timeout=TIMEOUT_S))
     curve = next(frame.value for frame in app.dataframe if "objective" in frame.value.columns)
     assert list(curve["fusion"]) == [
-        "RRF (reference)", "convex α=0.0", "convex α=0.5", "convex α=0.7 (default)", "convex α=1.0",
+        "RRF (reference)", "convex α=0.0", "convex α=0.5", "convex α=0.8 (default)", "convex α=1.0",
     ]  # fmt: skip
     assert list(curve["objective"]) == [0.40, 0.45, 0.42, 0.41, 0.30]
     captions = [c.value for c in app.caption]

@@ -55,7 +55,7 @@ def choices(app: FerretSearchApp) -> list[str]:
 
 @pytest.mark.anyio
 async def test_remote_document_view_shows_the_hit_among_its_neighbours(running_api: Any) -> None:
-    # A long public document pushed through the API: about one passage (288 wordpieces) per topic.
+    # A long public document pushed through the API: a few passages per topic.
     paragraphs = [
         f"Chapter {n}: the old {topic}. " + f"The {topic} stood there. " * 40 for n, topic in enumerate(TOPICS)
     ]

@@ -20,6 +20,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ferret.core.search.fusion import DEFAULT_FUSION
+
 if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
     from ferret.core.eval.evaluate import EvalRow
     from ferret.core.search.searcher import SearchResult
@@ -111,8 +113,9 @@ def progress_bar() -> Progress:
 SCORE_LEGEND = {
     "dense": "scores: cosine similarity of query and passage (1 is identical)",
     "sparse": "scores: BM25 of the best passage (unbounded; compare within one query only)",
-    "hybrid": "scores: α·dense + (1-α)·BM25, each normalised to 0-1 within the query, so 1 is first in both (α=0.7 "
-    "unless a configuration tuned it: `ferret config show`; under RRF, Σ 1/(60 + rank from 0))",
+    "hybrid": "scores: α·dense + (1-α)·BM25, each normalised to 0-1 within the query, so 1 is first in both "
+    f"(α={DEFAULT_FUSION.weight:.1f} unless a configuration tuned it: `ferret config show`; under RRF, "
+    "Σ 1/(60 + rank from 0))",
 }
 """What a result's score means, printed under the results (issue 11, item 12: raw RRF values puzzled users)."""
 

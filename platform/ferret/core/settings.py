@@ -19,6 +19,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ferret.core.corpus.chunking import DEFAULT_PASSAGE_TOKENS
+
 SearchMode = Literal["dense", "sparse", "hybrid"]
 QueryEncoderKind = Literal["onnx", "onnx-int8", "torch"]
 LLMApi = Literal["completions", "chat"]
@@ -45,8 +47,9 @@ class FerretSettings(BaseSettings):
         default=None, ge=1, le=64, description="Replicas that must confirm a write before it is acknowledged."
     )
 
-    # Chunking (REALM's setting: passages of at most 288 wordpieces, title included).
-    max_passage_tokens: int = Field(default=288, ge=32, le=510)
+    # Chunking of new corpora: passages of at most this many wordpieces, title included (the base encoder's training
+    # length; ferret.core.corpus.chunking says why).
+    max_passage_tokens: int = Field(default=DEFAULT_PASSAGE_TOKENS, ge=32, le=510)
     passage_overlap_tokens: int = Field(default=32, ge=0)
 
     # Encoder.

@@ -9,6 +9,7 @@ from sqlalchemy import Engine, delete, func, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.chunking import DEFAULT_PASSAGE_TOKENS
 from ferret.core.db import migrate
 from ferret.core.db.engine import get_engine
 from ferret.core.db.models import (
@@ -70,7 +71,7 @@ def test_rows_round_trip_with_defaults(engine: Engine) -> None:
         assert stored.meta == {"path": "handbook/leave.md"}
         assert stored.acl_groups == ["staff"]
         assert [passage.ordinal for passage in stored.passages] == [0, 1]
-        assert session.get_one(Corpus, corpus.id).max_passage_tokens == 288
+        assert session.get_one(Corpus, corpus.id).max_passage_tokens == DEFAULT_PASSAGE_TOKENS
         assert session.get_one(Job, job.id).state is JobState.QUEUED
         assert session.get_one(IndexVersion, index.id).state is IndexState.BUILDING
 

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import String, cast, delete, func, inspect, select
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.chunking import DEFAULT_PASSAGE_TOKENS
 from ferret.core.db.models import Corpus, Document, IndexVersion, Passage, Source
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 
@@ -50,7 +51,7 @@ def create_corpus(
     name: str,
     *,
     description: str = "",
-    max_passage_tokens: int = 288,
+    max_passage_tokens: int = DEFAULT_PASSAGE_TOKENS,
     passage_overlap_tokens: int = 32,
 ) -> Corpus:
     validate_corpus_name(name)

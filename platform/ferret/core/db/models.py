@@ -27,6 +27,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from ferret.core.corpus.chunking import DEFAULT_PASSAGE_TOKENS
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
@@ -77,7 +79,7 @@ class Corpus(Base):
     name: Mapped[str] = mapped_column(String(128), unique=True)
     description: Mapped[str] = mapped_column(Text, default="")
     # Chunking settings fixed at creation, so every index version of a corpus embeds the same passages.
-    max_passage_tokens: Mapped[int] = mapped_column(Integer, default=288)
+    max_passage_tokens: Mapped[int] = mapped_column(Integer, default=DEFAULT_PASSAGE_TOKENS)
     passage_overlap_tokens: Mapped[int] = mapped_column(Integer, default=32)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

@@ -7,14 +7,14 @@ is scored by MRR@10 of the labelled document over the whole index; the examples 
 two halves of the objective (eight real queries must not drown in two hundred generated ones, nor the reverse).
 
 α is read off a smoothed curve (the mean of each grid point and its neighbours), so one lucky query does not pick an
-extreme weight, and another weight replaces the default fusion (``DEFAULT_FUSION``, convex α=0.7) only when it scores
+extreme weight, and another weight replaces the default fusion (``DEFAULT_FUSION``, convex α=0.8) only when it scores
 better on the same evidence with the guard's confidence: the 5th percentile of the objective's gain over paired
 bootstrap resamples, drawn within each half (``objective_low``), is above zero. The examples' part of that gain is
 measured out of sample: each example is ranked under the weight chosen without it (leave-one-out), since a weight
 chosen on eight queries and checked on the same eight looks better than it is. On NFCorpus, 8 one-label examples
 preferred dense alone (α=1) by 0.025 MRR, which lost 2.7 nDCG@10 on the test queries. With too little evidence
 nothing is tuned, and the reason says so. RRF is scored too, for reference (``FusionChoice.scores["rrf"]``), but is
-not a candidate: on the labels of three collections it scores under α=0.7 (``ferret.core.search.fusion``).
+not a candidate: on the labels of three collections it scores under the default (``ferret.core.search.fusion``).
 """
 
 from __future__ import annotations
