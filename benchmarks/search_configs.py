@@ -7,20 +7,19 @@ Usage:
         [--max-queries N] [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the default until the
-twentieth session) | base hybrid with the default fusion, convex α=0.7 (the untrained default) | base + fusion tuned
-from the task's 8 examples only (no LLM) | base + fusion tuned on the examples and held-out synthetic queries |
-trained retriever (default fusion) | trained + tuned fusion (the same evidence) | + distillation
-(``--distilled-dir``: a dual encoder distilled elsewhere, under the same tuned fusion) | + reranker at the default
-depth | the configuration the guard promotes, built, as the pipeline's ``configure`` stage builds it, on whichever of
-the two tuned retrievers scores higher on the evidence.
-``--hard-negatives residual`` trains the retriever on what BM25 misses, ``--logprob-quantile`` adds the generator
-log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage, and
-``--max-steps``, ``--learning-rate``, ``--base-weight`` change the trained retriever's budget (with
-``--no-generate --retriever-name NAME``: another model from the same generation run). Document
-expansion (doc2query--) has its own script, ``benchmarks/doc2query.py``: it is not an index version yet.
-Each row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on
-this machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row
-with ``name`` and ``ndcg@10`` and ``"promoted": true`` on the guard's choice.
+twentieth session) | base hybrid with the default fusion (convex α=0.8 since the twenty-third session; the untrained
+default) | base + fusion tuned from the task's 8 examples only (no LLM) | base + fusion tuned on the examples and
+held-out synthetic queries | trained retriever (default fusion) | trained + tuned fusion (the same evidence) | +
+distillation (``--distilled-dir``: a dual encoder distilled elsewhere, under the same tuned fusion) | + reranker at the
+default depth | the configuration the guard promotes, built, as the pipeline's ``configure`` stage builds it, on
+whichever of the two tuned retrievers scores higher on the evidence. ``--hard-negatives residual`` trains the retriever
+on what BM25 misses, ``--logprob-quantile`` adds the generator log-probability filter, ``--round-trip hybrid`` runs the
+round trip against the hybrid first stage, and ``--max-steps``, ``--learning-rate``, ``--base-weight`` change the
+trained retriever's budget (with ``--no-generate --retriever-name NAME``: another model from the same generation run).
+Document expansion (doc2query--) has its own script, ``benchmarks/doc2query.py``: it is not an index version yet. Each
+row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on this
+machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row with
+``name`` and ``ndcg@10`` and ``"promoted": true`` on the guard's choice.
 
 After the table, each tuned retriever's **α curve on the test labels**: nDCG@10 under RRF and at every α of the
 tuning grid. It is a reference, not a configuration (the test labels choose it, so nothing may promote it): it says
