@@ -7,9 +7,9 @@ Usage:
         [--max-queries N] [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the default until the
-twentieth session) | base hybrid with the default fusion (convex α=0.8 since the twenty-third session; the untrained
-default) | base + fusion tuned from the task's 8 examples only (no LLM) | base + fusion tuned on the examples and
-held-out synthetic queries | trained retriever (default fusion) | trained + tuned fusion (the same evidence) | +
+twentieth session) | base hybrid with the default fusion (``DEFAULT_FUSION``, the untrained default; its row names the
+method and weight) | base + fusion tuned from the task's 8 examples only (no LLM) | base + fusion tuned on the examples
+and held-out synthetic queries | trained retriever (default fusion) | trained + tuned fusion (the same evidence) | +
 distillation (``--distilled-dir``: a dual encoder distilled elsewhere, under the same tuned fusion) | + reranker at the
 default depth | the configuration the guard promotes, built, as the pipeline's ``configure`` stage builds it, on
 whichever of the two tuned retrievers scores higher on the evidence. ``--hard-negatives residual`` trains the retriever
