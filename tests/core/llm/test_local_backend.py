@@ -10,7 +10,7 @@ import pytest
 
 from ferret.core.llm.base import LLMError
 from ferret.core.llm.local_backend import LocalTransformersBackend, converted_folder, load_generator, save_converted
-from ferret.core.llm.prefix_cache_sampler import PreallocatedLayer, common_prefix_length
+from ferret.core.llm.prefix_cache_sampler import PreallocatedLayer, common_prefix_length, draw_tokens
 from ferret_testing import logged_messages
 
 DOCUMENTS = [
@@ -211,3 +211,18 @@ def test_a_preallocated_cache_layer_holds_what_the_dynamic_one_holds() -> None:
     assert got[0].shape == (4, 2, 10, 4)
     assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
     assert preallocated.get_seq_length() == dynamic.get_seq_length() == 10
+
+
+def test_tokens_are_drawn_in_proportion_to_their_probability_and_never_at_zero() -> None:
+    import torch
+
+    probabilities = torch.tensor([[0.0, 0.1, 0.0, 0.2, 0.7, 0.0]]).repeat(20_000, 1)
+    first = draw_tokens(probabilities, torch.Generator().manual_seed(3))
+    again = draw_tokens(probabilities, torch.Generator().manual_seed(3))
+
+    assert torch.equal(first, again)  # a seeded generator gives the same tokens
+    counts = torch.bincount(first, minlength=6).tolist()
+    assert counts[0] == counts[2] == counts[5] == 0
+    assert [count / 20_000 for count in counts[1:5]] == pytest.approx([0.1, 0.0, 0.2, 0.7], abs=0.015)
+    # Unnormalised rows (float sums off by rounding) are read as their own total.
+    assert draw_tokens(torch.tensor([[0.0, 3.0]]), torch.Generator().manual_seed(0)).tolist() == [1]

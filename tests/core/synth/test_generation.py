@@ -83,6 +83,19 @@ def test_a_call_carries_as_many_documents_as_the_backend_batches(
     assert [len(call["prompts"]) for call in backend.calls] == [3, 3, 3, 1]
 
 
+def test_documents_are_prompted_shortest_first_over_the_whole_run(
+    session: Session, task: RetrievalTask, scripted: Scripted, topical: Callable[[str, int], str]
+) -> None:
+    """Batches of prompts alike in length leave the generator little padding to compute."""
+    backend = scripted(topical)
+
+    run = generate(session, task, backend, queries_per_doc=1, batch_size=1)
+
+    lengths = {title: len(title) + len(body) for title, body in session.execute(select(Document.title, Document.body))}
+    prompted = [lengths[title] for title in _titles(session, run)]
+    assert len(prompted) == 10 and prompted == sorted(prompted)
+
+
 def test_generates_every_document_in_batches(
     session: Session, task: RetrievalTask, scripted: Scripted, topical: Callable[[str, int], str]
 ) -> None:
