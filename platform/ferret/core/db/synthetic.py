@@ -102,6 +102,17 @@ def documents_by_ids(session: Session, document_ids: Sequence[int]) -> list[Docu
     return [rows[document_id] for document_id in document_ids if document_id in rows]
 
 
+def document_lengths(session: Session, document_ids: Sequence[int]) -> dict[int, int]:
+    """document id -> characters of its title and body, without loading them (ids that no longer exist are left out)."""
+    lengths: dict[int, int] = {}
+    for start in range(0, len(document_ids), 500):
+        chunk = list(document_ids[start : start + 500])
+        length = func.length(Document.title) + func.length(Document.body)
+        rows = session.execute(select(Document.id, length).where(Document.id.in_(chunk)))
+        lengths.update((document_id, int(characters or 0)) for document_id, characters in rows)
+    return lengths
+
+
 def document_texts(session: Session, corpus: Corpus) -> dict[int, tuple[str, str]]:
     """document id -> (title, body) of every document of a corpus."""
     rows = session.execute(select(Document.id, Document.title, Document.body).where(Document.corpus_id == corpus.id))

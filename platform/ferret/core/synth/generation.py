@@ -19,7 +19,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import (
@@ -34,6 +33,7 @@ from ferret.core.db.models import (
 from ferret.core.db.synthetic import (
     corpus_document_ids,
     create_run,
+    document_lengths,
     documents_by_ids,
     generated_document_ids,
     resumable_run,
@@ -236,10 +236,6 @@ def generate(
     return run
 
 
-LENGTH_QUERY_CHUNK = 500
-"""Document ids per query when reading lengths (well under SQLite's limit on bound parameters)."""
-
-
 def length_sorted_batches(session: Session, document_ids: Sequence[int], batch_size: int) -> Iterator[list[Document]]:
     """The documents of ``document_ids`` in batches of ``batch_size``, shortest first over the whole list.
 
@@ -247,13 +243,7 @@ def length_sorted_batches(session: Session, document_ids: Sequence[int], batch_s
     not windows of 8 batches as before, cut the padding of the quickstart's prompts from 33% to 21% of their tokens
     (benchmarks/RESULTS.md, issue 12, twenty-fifth session). Only the lengths are read up front; each batch's
     documents are read when it is due."""
-    lengths: dict[int, int] = {}
-    for start in range(0, len(document_ids), LENGTH_QUERY_CHUNK):
-        chunk = document_ids[start : start + LENGTH_QUERY_CHUNK]
-        rows = session.execute(
-            select(Document.id, func.length(Document.title) + func.length(Document.body)).where(Document.id.in_(chunk))
-        )
-        lengths.update((document_id, int(length or 0)) for document_id, length in rows)
+    lengths = document_lengths(session, document_ids)
     ordered = sorted(lengths, key=lambda document_id: (lengths[document_id], document_id))
     for start in range(0, len(ordered), batch_size):
         yield documents_by_ids(session, ordered[start : start + batch_size])
