@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from ferret.core.llm.base import LLMError
+from ferret.core.llm.kv_cache import PreallocatedLayer, SharedPrefixLayer, share_prefix, shared_prefix_attention
 from ferret.core.llm.local_backend import LocalTransformersBackend, converted_folder, load_generator, save_converted
-from ferret.core.llm.prefix_cache_sampler import PreallocatedLayer, common_prefix_length, draw_tokens
+from ferret.core.llm.prefix_cache_sampler import PrefixCacheSampler, common_prefix_length, draw_tokens
 from ferret_testing import logged_messages
 
 DOCUMENTS = [
@@ -211,6 +212,84 @@ def test_a_preallocated_cache_layer_holds_what_the_dynamic_one_holds() -> None:
     assert got[0].shape == (4, 2, 10, 4)
     assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
     assert preallocated.get_seq_length() == dynamic.get_seq_length() == 10
+
+
+def test_attention_to_a_shared_prefix_equals_attention_to_a_copy_per_row() -> None:
+    """One query token per row, grouped query heads (3 per kv head), padding between prefix and suffix: the two-part
+    softmax gives sdpa's output over each row's full keys; selected and repeated rows keep one prefix."""
+    import torch
+    from transformers.cache_utils import DynamicCache
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    torch.manual_seed(0)
+    rows, kv_heads, groups, dim, prefix, own = 4, 2, 3, 8, 7, 5
+    module = torch.nn.Module()
+    module.layer_idx, module.num_key_value_groups, module.is_causal = 0, groups, True
+    keys, values = torch.randn(1, kv_heads, prefix, dim), torch.randn(1, kv_heads, prefix, dim)
+    full_keys = torch.cat([keys.expand(rows, -1, -1, -1), torch.randn(rows, kv_heads, own, dim)], dim=-2)
+    full_values = torch.cat([values.expand(rows, -1, -1, -1), torch.randn(rows, kv_heads, own, dim)], dim=-2)
+    cache = DynamicCache()
+    cache.update(full_keys, full_values, 0)
+    assert share_prefix(cache, prefix, extra_tokens=2)
+    layer = cache.layers[0]
+    assert isinstance(layer, SharedPrefixLayer) and layer.prefix_keys.shape[0] == 1
+    new_key, new_value = torch.randn(rows, kv_heads, 1, dim), torch.randn(rows, kv_heads, 1, dim)
+    own_keys, own_values = layer.update(new_key, new_value)
+    assert layer.get_seq_length() == prefix + own + 1 and own_keys.shape[-2] == own + 1
+    mask = torch.ones(rows, 1, 1, prefix + own + 1, dtype=torch.bool)
+    mask[0, ..., prefix : prefix + 2] = False  # row 0's suffix is two tokens shorter: left padding after the prefix
+    mask[2, ..., prefix : prefix + 1] = False
+    query = torch.randn(rows, kv_heads * groups, 1, dim)
+
+    got, _ = shared_prefix_attention(module, query, own_keys, own_values, mask, ferret_shared_prefix_cache=cache)
+    expected, _ = sdpa_attention_forward(
+        module,
+        query,
+        torch.cat([full_keys, new_key], dim=-2),
+        torch.cat([full_values, new_value], dim=-2),
+        mask,
+    )
+    assert got.shape == expected.shape == (rows, 1, kv_heads * groups, dim)
+    assert torch.allclose(got, expected, atol=1e-5)
+    # Without the cache keyword it is plain sdpa.
+    plain, _ = shared_prefix_attention(module, query, full_keys, full_values, None)
+    assert torch.allclose(plain, sdpa_attention_forward(module, query, full_keys, full_values, None)[0])
+
+    cache.batch_select_indices(torch.tensor([1, 3]))
+    cache.batch_repeat_interleave(2)
+    assert layer.keys.shape[0] == 4 and layer.prefix_keys.shape[0] == 1
+    assert layer.get_seq_length() == prefix + own + 1
+
+
+def test_decoding_with_one_shared_prefix_gives_the_tokens_of_a_copy_per_row(
+    backend: LocalTransformersBackend, prompts: list[str]
+) -> None:
+    """The same greedy completions and log-probabilities from the real SmolLM2 whether decoding reads the few-shot
+    prefix once (shared-prefix attention) or a copy per row; the prompts differ in length (padding) and rows stop at
+    different steps (rows leave the batch)."""
+    import torch
+
+    loaded = backend.load()
+    ids = backend._tokenize(loaded, prompts, 16)
+    shared = PrefixCacheSampler(loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids)
+    copied = PrefixCacheSampler(
+        loaded.model, loaded.tokenizer, eos_token_ids=loaded.eos_token_ids, share_prefix_in_decoding=False
+    )
+    assert shared.shared_decoding and not copied.shared_decoding
+    assert len({len(row) for row in ids}) > 1
+
+    def run(sampler: PrefixCacheSampler) -> list[list[Any]]:
+        rows = sampler.sample(ids, n=2, temperature=0.0, max_tokens=16, stop=["\n"], generator=torch.Generator())
+        return [[(item.text, item.completion_tokens, item.logprob) for item in row] for row in rows]
+
+    with loaded.lock:
+        got, expected = run(shared), run(copied)
+
+    assert [[item[:2] for item in row] for row in got] == [[item[:2] for item in row] for row in expected]
+    assert len({completion[1] for row in got for completion in row}) > 1  # rows left the batch at different steps
+    for row_got, row_expected in zip(got, expected, strict=True):
+        for (_, _, logprob), (_, _, reference) in zip(row_got, row_expected, strict=True):
+            assert logprob == pytest.approx(reference, abs=1e-4)
 
 
 def test_tokens_are_drawn_in_proportion_to_their_probability_and_never_at_zero() -> None:

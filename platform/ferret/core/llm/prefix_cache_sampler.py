@@ -22,9 +22,10 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import torch
-from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.cache_utils import DynamicCache
 
 from ferret.core.llm.base import Completion, cut_at_stop
+from ferret.core.llm.kv_cache import SHARED_PREFIX_KWARG, enable_shared_prefix_attention, preallocate, share_prefix
 
 # Below this many shared tokens the copy of the prefix cache costs more than recomputing the prefix saves.
 DEFAULT_MIN_PREFIX_TOKENS = 32
@@ -67,66 +68,6 @@ def _full_attention_only(config: Any) -> bool:
     return not getattr(text_config, "use_sliding_window", False) and all(t == "full_attention" for t in layer_types)
 
 
-class PreallocatedLayer(DynamicLayer):
-    """A cache layer whose keys and values are views into buffers with room for the tokens still to come.
-
-    transformers' dynamic layer appends each new token with ``torch.cat``, which copies the whole cache at every
-    decoding step: 12% of the generator's CPU time on the quickstart's prompts (benchmarks/RESULTS.md, issue 12).
-    Here a step writes its token in place; the numbers are the same, only the copies go."""
-
-    def __init__(self, keys: torch.Tensor, values: torch.Tensor, extra_tokens: int) -> None:
-        super().__init__()
-        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
-        self._length = keys.shape[-2]
-        self._key_buffer = _buffer(keys, self._length + max(1, extra_tokens))
-        self._value_buffer = _buffer(values, self._length + max(1, extra_tokens))
-        self._views()
-
-    def _views(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Points ``keys`` and ``values`` at the filled part of the buffers, and returns them."""
-        keys, values = self._key_buffer[..., : self._length, :], self._value_buffer[..., : self._length, :]
-        self.keys, self.values = keys, values
-        return keys, values
-
-    def update(
-        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any, **kwargs: Any
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        end = self._length + key_states.shape[-2]
-        if end > self._key_buffer.shape[-2]:  # more tokens than planned: grow, as the dynamic layer would
-            self._key_buffer = _buffer(self._key_buffer[..., : self._length, :], 2 * end)
-            self._value_buffer = _buffer(self._value_buffer[..., : self._length, :], 2 * end)
-        self._key_buffer[..., self._length : end, :] = key_states
-        self._value_buffer[..., self._length : end, :] = value_states
-        self._length = end
-        return self._views()
-
-    def batch_select_indices(self, indices: torch.Tensor) -> None:
-        self._key_buffer, self._value_buffer = self._key_buffer[indices, ...], self._value_buffer[indices, ...]
-        self._views()
-
-    def batch_repeat_interleave(self, repeats: int) -> None:
-        self._key_buffer = self._key_buffer.repeat_interleave(repeats, dim=0)
-        self._value_buffer = self._value_buffer.repeat_interleave(repeats, dim=0)
-        self._views()
-
-
-def _buffer(states: torch.Tensor, capacity: int) -> torch.Tensor:
-    """``states`` at the start of a new tensor with ``capacity`` positions on the sequence axis (-2)."""
-    buffer = states.new_empty((*states.shape[:-2], capacity, states.shape[-1]))
-    buffer[..., : states.shape[-2], :] = states
-    return buffer
-
-
-def preallocate(cache: DynamicCache, extra_tokens: int) -> None:
-    """Gives every filled layer of ``cache`` room for ``extra_tokens`` more positions, written in place."""
-    for index, layer in enumerate(cache.layers):
-        # Plain dynamic layers only: subclasses (sliding windows, this one) keep their own update.
-        if not isinstance(layer, DynamicLayer) or type(layer) is not DynamicLayer:
-            continue
-        if layer.keys is not None and layer.values is not None and layer.keys.numel():
-            cache.layers[index] = PreallocatedLayer(layer.keys, layer.values, extra_tokens)
-
-
 class PrefixCacheSampler:
     """Samples ``n`` completions per tokenized prompt, reusing the key/value cache of their common prefix.
 
@@ -139,6 +80,8 @@ class PrefixCacheSampler:
         reuse_prefix: ``False`` computes every prompt whole (left padding only), for comparison and fallback;
             also off for models with sliding-window attention.
         min_prefix_tokens: shorter common prefixes are not worth a separate pass.
+        share_prefix_in_decoding: keep the prefix's cache once for all rows while decoding and attend to it with
+            ``shared_prefix_attention`` (switches an sdpa model to it); ``False`` copies it per row.
     """
 
     def __init__(
@@ -149,12 +92,14 @@ class PrefixCacheSampler:
         eos_token_ids: Collection[int],
         reuse_prefix: bool = True,
         min_prefix_tokens: int = DEFAULT_MIN_PREFIX_TOKENS,
+        share_prefix_in_decoding: bool = True,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_token_ids = frozenset(eos_token_ids)
         self.reuse_prefix = reuse_prefix and _full_attention_only(model.config)
         self.min_prefix_tokens = max(1, min_prefix_tokens)
+        self.shared_decoding = self.reuse_prefix and share_prefix_in_decoding and enable_shared_prefix_attention(model)
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id = int(pad if pad is not None else 0)
         self.device = next(model.parameters()).device
@@ -193,6 +138,8 @@ class PrefixCacheSampler:
             return [[Completion("", "length", 0) for _ in range(n)] for _ in prompts]
         prefix_length, cache = self._prefix_for(prompts)
         logits, cache, attention_mask, positions = self._prefill(prompts, prefix_length, cache)
+        # From here on the rows read one copy of the prefix (before the repeat below, so it is never copied n times).
+        shared = self.shared_decoding and share_prefix(cache, prefix_length, max_tokens)
         # Each prompt's cache, computed once, serves its n samples.
         if n > 1:
             cache.batch_repeat_interleave(n)
@@ -201,7 +148,7 @@ class PrefixCacheSampler:
             positions = positions.repeat_interleave(n, dim=0)
         preallocate(cache, max_tokens)
         return self._decode(
-            logits, cache, attention_mask, positions, len(prompts), n, temperature, max_tokens, stop, generator
+            logits, cache, attention_mask, positions, len(prompts), n, temperature, max_tokens, stop, generator, shared
         )
 
     @torch.inference_mode()
@@ -285,6 +232,7 @@ class PrefixCacheSampler:
         max_tokens: int,
         stop: Sequence[str],
         generator: torch.Generator,
+        shared_prefix: bool = False,
     ) -> list[list[Completion]]:
         rows = prompt_count * n
         generated: list[list[int]] = [[] for _ in range(rows)]
@@ -323,6 +271,8 @@ class PrefixCacheSampler:
                 use_cache=True,
                 **self._with_cache(cache),
                 **self._keep_last(),
+                # The attention function finds the shared prefix through this keyword; it does not see the cache.
+                **({SHARED_PREFIX_KWARG: cache} if shared_prefix else {}),
             )
             logits, cache = output.logits[:, -1, :], self._cache_of(output)
         completions = [result if result is not None else Completion("", "length", 0) for result in results]
