@@ -223,7 +223,7 @@ def test_attention_to_a_shared_prefix_equals_attention_to_a_copy_per_row() -> No
 
     torch.manual_seed(0)
     rows, kv_heads, groups, dim, prefix, own = 4, 2, 3, 8, 7, 5
-    module = torch.nn.Module()
+    module: Any = torch.nn.Module()
     module.layer_idx, module.num_key_value_groups, module.is_causal = 0, groups, True
     keys, values = torch.randn(1, kv_heads, prefix, dim), torch.randn(1, kv_heads, prefix, dim)
     full_keys = torch.cat([keys.expand(rows, -1, -1, -1), torch.randn(rows, kv_heads, own, dim)], dim=-2)
@@ -257,7 +257,7 @@ def test_attention_to_a_shared_prefix_equals_attention_to_a_copy_per_row() -> No
 
     cache.batch_select_indices(torch.tensor([1, 3]))
     cache.batch_repeat_interleave(2)
-    assert layer.keys.shape[0] == 4 and layer.prefix_keys.shape[0] == 1
+    assert layer.keys is not None and layer.keys.shape[0] == 4 and layer.prefix_keys.shape[0] == 1
     assert layer.get_seq_length() == prefix + own + 1
 
 

@@ -118,21 +118,20 @@ class SharedPrefixLayer(PreallocatedLayer):
         self.prefix_keys, self.prefix_values = prefix_keys.contiguous(), prefix_values.contiguous()
         self.prefix_length = prefix_keys.shape[-2]
 
-    def get_seq_length(self, *args: Any, **kwargs: Any) -> int:
+    def get_seq_length(self) -> int:
         return self.prefix_length + self._length
 
-    def get_mask_sizes(self, query: Any, *args: Any, **kwargs: Any) -> tuple[int, int]:
-        """(kv length, kv offset) for the mask; ``query`` is the query length, or the cache positions on older
-        transformers."""
-        query_length = query.shape[0] if isinstance(query, torch.Tensor) else int(query)
-        return self.get_seq_length() + query_length, 0
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        """(kv length, kv offset) for the mask, counting the prefix; older transformers pass the cache positions."""
+        length: Any = query_length
+        return self.get_seq_length() + (length.shape[0] if isinstance(length, torch.Tensor) else int(length)), 0
 
 
 def share_prefix(cache: DynamicCache, prefix_length: int, extra_tokens: int) -> bool:
     """Turns every layer of ``cache``, whose rows all start with the same ``prefix_length`` positions, into a
     ``SharedPrefixLayer`` with room for ``extra_tokens`` more; False (and nothing changed) when a layer is not a
     plain filled one."""
-    layers = cache.layers
+    layers: list[Any] = cache.layers
     if prefix_length < 1 or not all(
         type(layer) in (DynamicLayer, PreallocatedLayer)
         and layer.keys is not None
