@@ -241,19 +241,21 @@ def test_attention_to_a_shared_prefix_equals_attention_to_a_copy_per_row() -> No
     mask[2, ..., prefix : prefix + 1] = False
     query = torch.randn(rows, kv_heads * groups, 1, dim)
 
+    full = (torch.cat([full_keys, new_key], dim=-2), torch.cat([full_values, new_value], dim=-2))
+
     got, _ = shared_prefix_attention(module, query, own_keys, own_values, mask, ferret_shared_prefix_cache=cache)
-    expected, _ = sdpa_attention_forward(
-        module,
-        query,
-        torch.cat([full_keys, new_key], dim=-2),
-        torch.cat([full_values, new_value], dim=-2),
-        mask,
-    )
+    expected, _ = sdpa_attention_forward(module, query, *full, mask)
     assert got.shape == expected.shape == (rows, 1, kv_heads * groups, dim)
     assert torch.allclose(got, expected, atol=1e-5)
     # Without the cache keyword it is plain sdpa.
     plain, _ = shared_prefix_attention(module, query, full_keys, full_values, None)
     assert torch.allclose(plain, sdpa_attention_forward(module, query, full_keys, full_values, None)[0])
+    # Two query tokens at once (not the sampler's decoding) attend to the prefix copied per row, the same numbers.
+    two = torch.randn(rows, kv_heads * groups, 2, dim)
+    causal = mask.expand(rows, 1, 2, prefix + own + 1).clone()
+    causal[:, :, 0, -1] = False
+    got, _ = shared_prefix_attention(module, two, own_keys, own_values, causal, ferret_shared_prefix_cache=cache)
+    assert torch.allclose(got, sdpa_attention_forward(module, two, *full, causal)[0], atol=1e-5)
 
     cache.batch_select_indices(torch.tensor([1, 3]))
     cache.batch_repeat_interleave(2)

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicCache, DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +134,7 @@ def share_prefix(cache: DynamicCache, prefix_length: int, extra_tokens: int) -> 
     plain filled one."""
     layers: list[Any] = cache.layers
     if prefix_length < 1 or not all(
-        type(layer) in (DynamicLayer, PreallocatedLayer)
+        type(layer) is DynamicLayer  # as the prefill leaves them; subclasses keep their own layout
         and layer.keys is not None
         and layer.values is not None
         and layer.keys.shape[-2] > prefix_length
@@ -167,8 +168,6 @@ def shared_prefix_attention(
     ``query`` is (batch, query heads, 1, dim), ``key``/``value`` the rows' own positions (batch, kv heads, length,
     dim); the mask covers prefix and own positions. Returns (batch, 1, query heads, dim) like sdpa's.
     """
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
     cache = kwargs.pop(SHARED_PREFIX_KWARG, None)
     layer = cache.layers[module.layer_idx] if cache is not None else None
     if not isinstance(layer, SharedPrefixLayer):

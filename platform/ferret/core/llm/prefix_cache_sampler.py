@@ -6,8 +6,9 @@ key/value cache is computed once (batch 1), kept across calls while prompts stil
 the batch; each prompt's own suffix is then computed once and its cache repeated over the ``n`` samples. Rows are
 laid out as ``[prefix][padding][suffix]``: the attention mask hides the padding and the position ids continue the
 prefix, so every row sees exactly the tokens of its own full prompt (the prompts are tokenized whole and split at
-the longest common token prefix, so the split never changes the tokens). Rows that hit a stop sequence or the end
-of text leave the batch.
+the longest common token prefix, so the split never changes the tokens). While decoding, the rows keep one copy
+of the prefix between them (``kv_cache.SharedPrefixLayer`` and its attention). Rows that hit a stop sequence or the
+end of text leave the batch.
 
 Example:
     >>> sampler = PrefixCacheSampler(model, tokenizer, eos_token_ids={2})
