@@ -34,6 +34,7 @@ from ferret.core.eval.configs import evaluate_plans
 from ferret.core.eval.evaluate import EvalRow
 from ferret.core.index.types import SearchMode
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.llm.factory import warm_up_in_background
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, pipeline_result
 from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.core.search.configuration import SearchPlan, describe, plan_for
@@ -69,6 +70,8 @@ def run_quickstart(home: Path | None = None, *, train: bool = True) -> None:
     started, cpu_started = time.perf_counter(), time.process_time()
     with app_context() as ctx:
         console.print(f"[bold]Ferret quickstart[/bold]  home: {ctx.settings.home}")
+        if train:  # the generator loads while the demo is ingested, indexed and searched
+            warm_up_in_background(ctx.settings)
         corpus = get_or_create_corpus(
             ctx.session,
             DEMO_CORPUS,

@@ -10,7 +10,13 @@ import pytest
 
 from ferret.core.llm.base import LLMError
 from ferret.core.llm.kv_cache import PreallocatedLayer, SharedPrefixLayer, share_prefix, shared_prefix_attention
-from ferret.core.llm.local_backend import LocalTransformersBackend, converted_folder, load_generator, save_converted
+from ferret.core.llm.local_backend import (
+    LocalTransformersBackend,
+    convert_in_background,
+    converted_folder,
+    load_generator,
+    save_converted,
+)
 from ferret.core.llm.prefix_cache_sampler import PrefixCacheSampler, common_prefix_length, draw_tokens
 from ferret_testing import logged_messages
 
@@ -178,6 +184,34 @@ def test_a_gguf_is_read_through_its_converted_copy_when_one_is_kept(
     expected = backend.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10)
     assert cached.complete(prompts[:2], n=1, temperature=0.0, max_tokens=10) == expected
     assert cached.name == backend.name  # runs record the GGUF, not the copy
+
+
+@pytest.mark.slow
+def test_a_gguf_converted_in_a_child_process_is_the_copy_the_next_load_reads(
+    backend: LocalTransformersBackend, prompts: list[str], tmp_path: Path
+) -> None:
+    assert convert_in_background(backend.model_path, tmp_path)
+    assert not convert_in_background(backend.model_path, tmp_path)  # one child per copy
+
+    loaded = load_generator(backend.model_path, "cpu", cache_dir=tmp_path)  # waits for the child
+    assert loaded.source == converted_folder(backend.model_path, tmp_path)
+    assert not convert_in_background(backend.model_path, tmp_path)  # the copy is there
+    cached = LocalTransformersBackend(backend.model_path, device="cpu", cache_dir=tmp_path)
+    [[expected]] = backend.complete(prompts[:1], n=1, temperature=0.0, max_tokens=10)
+    [[got]] = cached.complete(prompts[:1], n=1, temperature=0.0, max_tokens=10)
+    assert (got.text, got.completion_tokens) == (expected.text, expected.completion_tokens)
+    assert got.logprob == pytest.approx(expected.logprob, abs=1e-4)  # the fixture's kept prefix: rounding apart
+
+
+def test_a_gguf_the_child_cannot_convert_is_one_clear_error_at_the_load(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF, cut short")
+    assert not convert_in_background(tmp_path, tmp_path / "cache")  # a folder: nothing to convert
+    assert convert_in_background(broken, tmp_path / "cache")
+
+    with pytest.raises(LLMError, match=r"Could not load the generator model at .*broken\.gguf \(error: unpack"):
+        load_generator(broken, "cpu", cache_dir=tmp_path / "cache")
+    assert not (converted_folder(broken, tmp_path / "cache") / "config.json").exists()
 
 
 def test_a_replaced_gguf_gets_a_new_converted_copy(tmp_path: Path) -> None:

@@ -39,3 +39,17 @@ def build_backend(settings: FerretSettings) -> LLMBackend:
         batch_size=settings.generator_batch_size,
         cache_dir=settings.models_path / "generators",
     )
+
+
+def warm_up_in_background(settings: FerretSettings) -> bool:
+    """Start converting the embedded generator's GGUF in a child process, for a caller with other work first (the
+    quickstart ingests, indexes and searches meanwhile); the pipeline's first load then waits for it and reads the
+    converted copy. False with an endpoint, a model folder or a copy already converted: nothing to do.
+
+    Why: the first read of the default GGUF costs ~25 s on 2 CPU cores (``local_backend``)."""
+    if settings.llm_base_url:
+        return False
+    from ferret.core.llm.local_backend import convert_in_background, default_generator_path
+
+    model = settings.generator_model or default_generator_path()
+    return convert_in_background(model, settings.models_path / "generators")

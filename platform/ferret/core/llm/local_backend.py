@@ -10,6 +10,8 @@ holds the 49k-token vocabulary as Python objects) and dequantizes every tensor: 
 cores, against 0.2 for reading the converted copy (benchmarks/RESULTS.md, issue 12 second session). With a
 ``cache_dir`` (the factory passes ``$FERRET_HOME/models/generators``) the first load also writes the converted model
 and tokenizer there as a plain transformers folder, and every later load in any process reads that folder instead.
+A caller with other work first can have a child process write that copy meanwhile (``convert_in_background``: the
+quickstart does, while it ingests and indexes the demo).
 
 Example:
     >>> backend = LocalTransformersBackend()                  # SmolLM2 from the package
@@ -23,6 +25,8 @@ import importlib.util
 import logging
 import os
 import shutil
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -139,8 +143,10 @@ def _load(path: Path, device: torch.device) -> LoadedGenerator:
         model: Any = AutoModelForCausalLM.from_pretrained(str(folder), **{_dtype_keyword(): _dtype(device)}, **options)
     except ImportError as exc:
         raise LLMError(f"Loading {path} needs a missing package ({exc}); run `pip install gguf`.") from exc
-    except (OSError, ValueError) as exc:
-        raise LLMError(f"Could not load the generator model at {path} ({exc}); check FERRET_GENERATOR_MODEL.") from exc
+    except Exception as exc:  # a truncated or foreign file fails anywhere in the readers (struct, KeyError, ...)
+        raise LLMError(
+            f"Could not load the generator model at {path} ({type(exc).__name__}: {exc}); check FERRET_GENERATOR_MODEL."
+        ) from exc
     model.to(device).eval()
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -179,8 +185,12 @@ def save_converted(loaded: LoadedGenerator, folder: Path) -> None:
 
 
 def _load_through_cache(path: Path, device: torch.device, cache_dir: Path) -> LoadedGenerator:
-    """A GGUF from its converted copy when there is one; otherwise from the GGUF, leaving a copy for next time."""
+    """A GGUF from its converted copy when there is one (waiting for a conversion this process started); otherwise
+    from the GGUF, leaving a copy for next time."""
     folder = converted_folder(path, cache_dir)
+    child = _conversions.pop(folder, None)
+    if child is not None:
+        child.wait()
     if (folder / "config.json").is_file():
         return _load(folder, device)
     loaded = _load(path, device)
@@ -195,6 +205,39 @@ def _load_through_cache(path: Path, device: torch.device, cache_dir: Path) -> Lo
 
 _cache: dict[tuple[str, str, str], LoadedGenerator] = {}
 _cache_lock = threading.Lock()
+_conversions: dict[Path, subprocess.Popen[bytes]] = {}
+
+
+def convert_in_background(path: str | Path, cache_dir: Path) -> bool:
+    """Start writing the converted copy of the GGUF at ``path`` into ``cache_dir`` in a child process; False when
+    there is nothing to convert (a model folder, or a copy already there). This process's next load of ``path``
+    waits for the child, then reads the copy (or, if the child failed, the GGUF itself, which reports the error).
+
+    Why a process: the conversion is ~25 s of Python holding the GIL on 2 CPU cores; in a thread it slowed the
+    quickstart's index build beside it from 14 to 38 s, in a child process the two share only the cores."""
+    gguf = Path(path).expanduser()
+    if not (gguf.is_file() and gguf.suffix == ".gguf"):
+        return False
+    folder = converted_folder(gguf, cache_dir)
+    with _cache_lock:
+        if (folder / "config.json").is_file() or folder in _conversions:
+            return False
+        command = [sys.executable, "-c", "from ferret.core.llm.local_backend import _convert_main; _convert_main()"]
+        _conversions[folder] = subprocess.Popen(
+            [*command, str(gguf), str(cache_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "OMP_NUM_THREADS": "1"},  # the parent's work keeps the other core
+        )
+    return True
+
+
+def _convert_main() -> None:
+    """The child of ``convert_in_background``: ``python -c ... GGUF CACHE_DIR``."""
+    gguf, cache_dir = Path(sys.argv[1]), Path(sys.argv[2])
+    torch.set_num_threads(1)
+    _load_through_cache(gguf, torch.device("cpu"), cache_dir)
 
 
 def load_generator(path: str | Path, device: str | None = None, *, cache_dir: Path | None = None) -> LoadedGenerator:
