@@ -47,6 +47,8 @@ def test_guard_decides_and_force_promotes(
     assert (
         refused.model.training_config is not None and refused.model.training_config["generation_run"] == refused.run.id
     )
+    # Trained at the length it is served at: the corpus's passages, with [CLS] and [SEP].
+    assert refused.model.training_config["training"]["max_seq_length"] == corpus.max_passage_tokens + 2
     assert refused.model.metrics["guard"]["passed"] is refused.guard.passed
     # A handful of held-out queries is too little evidence: the guard refuses, nothing is built or promoted.
     assert not refused.guard.passed and "held-out queries" in refused.guard.reason

@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterator, Sequence
 from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.chunking import passage_text
 from ferret.core.db.models import Corpus, Document, Passage
 from ferret.core.errors import NotFoundError
 
@@ -51,6 +52,22 @@ def passage_ids_of_documents(session: Session, document_ids: Sequence[int]) -> l
         chunk = document_ids[start : start + 500]
         ids.extend(session.scalars(select(Passage.id).where(Passage.document_id.in_(chunk))))
     return ids
+
+
+def passage_texts_of_documents(session: Session, document_ids: Sequence[int]) -> dict[int, list[str]]:
+    """Document id → its passages as they are embedded and indexed (title, then window), in document order."""
+    texts: dict[int, list[str]] = {}
+    for start in range(0, len(document_ids), 500):
+        chunk = list(document_ids[start : start + 500])
+        rows = session.execute(
+            select(Passage.document_id, Document.title, Passage.text)
+            .join(Document, Document.id == Passage.document_id)
+            .where(Passage.document_id.in_(chunk))
+            .order_by(Passage.document_id, Passage.ordinal)
+        )
+        for document_id, title, text in rows:
+            texts.setdefault(document_id, []).append(passage_text(title, text))
+    return texts
 
 
 def delete_documents(session: Session, document_ids: Sequence[int]) -> None:

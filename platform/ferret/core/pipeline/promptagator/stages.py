@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from sqlalchemy.orm import Session
 
+from ferret.core.db.document import passage_texts_of_documents
 from ferret.core.db.index_version import active_index_version, live_index_versions
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
@@ -57,6 +58,7 @@ from ferret.core.training.dual_encoder_trainer import train_dual_encoder
 from ferret.core.training.guard import run_guard
 from ferret.core.training.guard_evidence import guard_evidence, passage_texts, split_held_out
 from ferret.core.training.hard_negatives import bm25_hard_negatives, bm25_residual_negatives
+from ferret.core.training.positives import passage_positives
 
 JOB_PIPELINE = "pipeline"
 """The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
@@ -202,6 +204,7 @@ def train_stage(context: StageContext, state: PipelineState) -> PipelineState:
     train, held_out = split_held_out(training_pairs(session, run), config.held_out_fraction, config.seed)
     texts = _document_passages(session, task.corpus)
     overrides: dict[str, Any] = {
+        "max_seq_length": task.corpus.max_passage_tokens + 2,  # the served passages, and [CLS] and [SEP]
         "learning_rate": config.learning_rate,
         "base_weight": config.base_weight,
         "hard_negatives": config.hard_negatives,
@@ -227,11 +230,13 @@ def train_stage(context: StageContext, state: PipelineState) -> PipelineState:
             BM25Retriever.for_corpus(session, task.corpus).scores, train, texts, seed=config.seed
         )
         negatives, lexical_gaps = [text for text, _ in mined], [gap for _, gap in mined]
+    served = passage_texts_of_documents(session, sorted({doc_id for _, doc_id in train}))
+    positives = passage_positives([query for query, _ in train], [served.get(d) or [texts[d]] for _, d in train])
     session.commit()  # end the read transaction: training takes minutes
     path = train_dual_encoder(
         training,
         [query for query, _ in train],
-        [texts[doc_id] for _, doc_id in train],
+        positives,
         negatives=negatives,
         lexical_gaps=lexical_gaps,
         corpus=list(texts.values()) if config.cropping_warmup_steps else None,
