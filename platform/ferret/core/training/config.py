@@ -30,6 +30,8 @@ class DualEncoderTrainingConfig:
     """``cached_mnrl`` (GradCache) makes large batches fit in memory: same loss, mini-batches of ``mini_batch_size``."""
     mini_batch_size: int = 32
     max_seq_length: int = 256
+    """Wordpieces a text is cut at. The pipeline's train stage passes its corpus's passage length plus the two specials
+    (130 by default): it trains on the passages search serves (``ferret.core.training.positives``)."""
     precision: Precision = "auto"
     """auto: bf16 on GPUs that support it, else fp16 on CUDA, fp32 on CPU."""
     base_weight: float = 0.0
