@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from ferret.core.llm.factory import build_backend
-from ferret.core.llm.local_backend import CPU_BATCH_SIZE, GPU_BATCH_SIZE, LocalTransformersBackend
+from ferret.core.llm.base import LLMError
+from ferret.core.llm.factory import build_backend, warm_up_in_background
+from ferret.core.llm.local_backend import (
+    CPU_BATCH_SIZE,
+    GPU_BATCH_SIZE,
+    LocalTransformersBackend,
+    convert_in_background,
+)
 from ferret.core.llm.openai_backend import OpenAICompatibleBackend
 from ferret.core.settings import FerretSettings
 
@@ -32,6 +38,25 @@ def test_generator_model_override(monkeypatch: pytest.MonkeyPatch, ferret_home: 
 
     assert isinstance(backend, LocalTransformersBackend)
     assert backend.model_path == tmp_path / "my.gguf" and backend.prompts_per_call == 4
+
+
+def test_the_warm_up_converts_the_gguf_the_backend_will_load(
+    monkeypatch: pytest.MonkeyPatch, ferret_home: Path, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"GGUF, cut short")
+    monkeypatch.setenv("FERRET_GENERATOR_MODEL", str(broken))
+    settings = FerretSettings()
+    backend = build_backend(settings)
+    assert isinstance(backend, LocalTransformersBackend) and backend.cache_dir is not None
+
+    assert warm_up_in_background(settings)
+    assert not convert_in_background(backend.model_path, backend.cache_dir)  # the same copy is already on its way
+    with pytest.raises(LLMError, match=r"broken\.gguf"):  # the load waits for the child, then reports the file
+        backend.load()
+
+    monkeypatch.setenv("FERRET_LLM_BASE_URL", "http://gpu-box:8000/v1")
+    assert not warm_up_in_background(FerretSettings())  # an endpoint: nothing to load
 
 
 def test_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch, ferret_home: Path) -> None:

@@ -209,7 +209,7 @@ def test_a_gguf_the_child_cannot_convert_is_one_clear_error_at_the_load(tmp_path
     assert not convert_in_background(tmp_path, tmp_path / "cache")  # a folder: nothing to convert
     assert convert_in_background(broken, tmp_path / "cache")
 
-    with pytest.raises(LLMError, match=r"Could not load the generator model at .*broken\.gguf \(error: unpack"):
+    with pytest.raises(LLMError, match=r"Could not load the generator model at .*broken\.gguf \(\w+: "):
         load_generator(broken, "cpu", cache_dir=tmp_path / "cache")
     assert not (converted_folder(broken, tmp_path / "cache") / "config.json").exists()
 

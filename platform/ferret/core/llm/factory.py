@@ -47,9 +47,10 @@ def warm_up_in_background(settings: FerretSettings) -> bool:
     converted copy. False with an endpoint, a model folder or a copy already converted: nothing to do.
 
     Why: the first read of the default GGUF costs ~25 s on 2 CPU cores (``local_backend``)."""
-    if settings.llm_base_url:
+    if settings.llm_base_url:  # an endpoint: nothing loads here
         return False
-    from ferret.core.llm.local_backend import convert_in_background, default_generator_path
+    from ferret.core.llm.local_backend import LocalTransformersBackend, convert_in_background
 
-    model = settings.generator_model or default_generator_path()
-    return convert_in_background(model, settings.models_path / "generators")
+    backend = build_backend(settings)  # the model and cache folder the pipeline's backend will use
+    assert isinstance(backend, LocalTransformersBackend)
+    return backend.cache_dir is not None and convert_in_background(backend.model_path, backend.cache_dir)

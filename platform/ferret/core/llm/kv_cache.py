@@ -88,14 +88,20 @@ def _buffer(states: torch.Tensor, capacity: int) -> torch.Tensor:
     return buffer
 
 
+def _plain_filled(layer: Any) -> bool:
+    """A layer as the prefill leaves it: a plain dynamic layer holding tokens. Subclasses (sliding windows, the
+    layers of this module) keep their own layout and update."""
+    if type(layer) is not DynamicLayer or layer.keys is None or layer.values is None:
+        return False
+    return bool(layer.keys.numel())
+
+
 def preallocate(cache: DynamicCache, extra_tokens: int) -> None:
-    """Gives every filled layer of ``cache`` room for ``extra_tokens`` more positions, written in place."""
-    for index, layer in enumerate(cache.layers):
-        # Plain dynamic layers only: subclasses (sliding windows, this one) keep their own update.
-        if not isinstance(layer, DynamicLayer) or type(layer) is not DynamicLayer:
-            continue
-        if layer.keys is not None and layer.values is not None and layer.keys.numel():
-            cache.layers[index] = PreallocatedLayer(layer.keys, layer.values, extra_tokens)
+    """Gives every plain filled layer of ``cache`` room for ``extra_tokens`` more positions, written in place."""
+    layers: list[Any] = cache.layers
+    for index, layer in enumerate(layers):
+        if _plain_filled(layer):
+            layers[index] = PreallocatedLayer(layer.keys, layer.values, extra_tokens)
 
 
 class SharedPrefixLayer(PreallocatedLayer):
@@ -133,13 +139,7 @@ def share_prefix(cache: DynamicCache, prefix_length: int, extra_tokens: int) -> 
     ``SharedPrefixLayer`` with room for ``extra_tokens`` more; False (and nothing changed) when a layer is not a
     plain filled one."""
     layers: list[Any] = cache.layers
-    if prefix_length < 1 or not all(
-        type(layer) is DynamicLayer  # as the prefill leaves them; subclasses keep their own layout
-        and layer.keys is not None
-        and layer.values is not None
-        and layer.keys.shape[-2] > prefix_length
-        for layer in layers
-    ):
+    if prefix_length < 1 or not all(_plain_filled(layer) and layer.keys.shape[-2] > prefix_length for layer in layers):
         return False
     for index, layer in enumerate(layers):
         keys, values = layer.keys, layer.values

@@ -228,7 +228,7 @@ def convert_in_background(path: str | Path, cache_dir: Path) -> bool:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, "OMP_NUM_THREADS": "1"},  # the parent's work keeps the other core
+            env={**os.environ, "OMP_NUM_THREADS": "1"},  # one torch thread: the parent's work keeps the other core
         )
     return True
 
@@ -236,7 +236,6 @@ def convert_in_background(path: str | Path, cache_dir: Path) -> bool:
 def _convert_main() -> None:
     """The child of ``convert_in_background``: ``python -c ... GGUF CACHE_DIR``."""
     gguf, cache_dir = Path(sys.argv[1]), Path(sys.argv[2])
-    torch.set_num_threads(1)
     _load_through_cache(gguf, torch.device("cpu"), cache_dir)
 
 
