@@ -68,8 +68,11 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Two test processes, each taking whole files (module fixtures load their models once): the suite ran in 899 s
+# against 1,276 s in one process on 2 cores (benchmarks/RESULTS.md, twenty-eighth session).
+TEST_WORKERS ?= 2
 test: install system-deps llm-deps lint
-	$(BIN)/python -m pytest -m "not gpu"
+	$(BIN)/python -m pytest -m "not gpu" -n $(TEST_WORKERS) --dist loadfile
 
 test-all: install system-deps llm-deps
 	$(BIN)/python -m pytest

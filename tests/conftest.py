@@ -21,6 +21,10 @@ from ferret_testing import write_beir
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# pytest-xdist starts its workers with COLUMNS=80 and LINES=24, and rich fixes a console's width from them when the
+# console is made: the CLI's tables would wrap at 80 columns whatever width a test asks for.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 from ferret.core.encoder.dual_encoder import DualEncoder
 from ferret.core.encoder.registry import base_model_path, load_encoder
