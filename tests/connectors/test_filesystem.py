@@ -362,6 +362,20 @@ def test_unreadable_files_are_skipped(tmp_path: Path) -> None:
         assert skip_reason(items, "locked.txt") == "cannot read file: Permission denied"
 
 
+def test_a_named_pipe_is_left_out_instead_of_read_for_ever(tmp_path: Path) -> None:
+    """Reading a FIFO with no writer blocks: the ingest hung on one until this check."""
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe VPN needs the new client.", encoding="utf-8")
+    os.mkfifo(tmp_path / "pipe.md")
+    (tmp_path / "link-to-pipe.txt").symlink_to(tmp_path / "pipe.md")
+
+    items = load(tmp_path)  # returns: nothing opened the pipe
+
+    assert skip_reason(items, "pipe.md") == "not a regular file (a pipe, socket or device), left out"
+    assert skip_reason(items, "link-to-pipe.txt") == "not a regular file (a pipe, socket or device), left out"
+    assert [external_id for external_id, item in items.items() if isinstance(item, Document)] == ["notes.md"]
+    assert list(FilesystemConnector(root=str(tmp_path)).list_external_ids()) == ["notes.md"]
+
+
 def test_hidden_entries_are_left_out_and_include_filters(tmp_path: Path) -> None:
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "HEAD.txt").write_text("ref", encoding="utf-8")

@@ -178,10 +178,13 @@ def ingest(
     if (path is None) == (beir is None):
         raise InvalidInputError("Give exactly one of --path DIR or --beir DIR.")
     folder, option = (path, "--path") if path is not None else (beir, "--beir")
-    if folder is not None and not folder.is_dir():  # named by the option, not by the connector's config key
+    assert folder is not None  # exactly one was given
+    if not folder.is_dir():  # named by the option, not by the connector's config key
         raise InvalidInputError(f"{option} {folder} {'is not a folder' if folder.exists() else 'does not exist'}.")
     config: dict[str, Any]
-    kind, config = ("filesystem", {"root": str(path)}) if path is not None else ("beir", {"path": str(beir)})
+    # Stored absolute: a later run from another folder (or a detached runner) reads the same place.
+    where = str(folder.expanduser().resolve())
+    kind, config = ("filesystem", {"root": where}) if path is not None else ("beir", {"path": where})
     config["name"] = source or kind
     with app_context() as ctx:
         if kind == "filesystem":

@@ -19,6 +19,7 @@ from ferret.core.db.engine import session_scope
 from ferret.core.db.index_version import live_index_versions
 from ferret.core.db.models import Corpus, Document, IndexState, Passage
 from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.errors import InvalidInputError
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.sparse import SparseEncoder
 from ferret.core.index.types import SearchHit, SearchRequest, point_id
@@ -171,6 +172,51 @@ def test_a_deleted_file_leaves_the_database_and_every_live_version(
         assert "beta.md" not in sparse_top(backend, collection, "parental leave")
         assert backend.count(collection) == passage_count(session, corpus) == 3
     assert_index_matches_database(session, backend, corpus)
+
+
+def test_a_folder_that_lists_nothing_deletes_nothing_and_says_why(
+    session: Session, settings: FerretSettings, backend: EdgeIndexBackend, corpus: Corpus, folder: Path
+) -> None:
+    """An unmounted share or an emptied folder is an outage, not the removal of every document."""
+    ingest(session, settings, backend, folder)
+    collection = build_and_promote(session, settings, backend)
+    for path in [p for p in folder.rglob("*") if p.is_file() and p.name != "image.png"]:
+        path.unlink()  # left: one file with nothing readable, which lists as empty as no file at all
+
+    with pytest.raises(InvalidInputError, match=r"^Nothing was changed: .*docs lists no readable document") as error:
+        ingest(session, settings, backend, folder)
+
+    assert str(error.value).endswith(
+        "while source 'files' of corpus 'docs' holds 4; check it is mounted and readable, or empty the corpus with "
+        "`ferret source remove docs files`."
+    )
+    assert passage_count(session, corpus) == backend.count(collection) == 4
+    assert set(session.scalars(select(Document.external_id).where(Document.corpus_id == corpus.id))) == DOCUMENT_IDS
+
+
+def test_another_folder_in_the_same_source_is_refused_but_a_moved_one_is_read(
+    session: Session,
+    settings: FerretSettings,
+    backend: EdgeIndexBackend,
+    corpus: Corpus,
+    folder: Path,
+    tmp_path: Path,
+    make_files: Callable[[Path, dict[str, str | bytes]], Path],
+) -> None:
+    ingest(session, settings, backend, folder)
+    collection = build_and_promote(session, settings, backend)
+    other = make_files(tmp_path / "marketing", {"plan.md": "# Plan\n\nThe launch campaign starts in spring."})
+
+    with pytest.raises(InvalidInputError, match=r"reads .*docs, and reading .*marketing instead would delete 4 of"):
+        ingest(session, settings, backend, other)
+    assert backend.count(collection) == passage_count(session, corpus) == 4
+    assert session.scalar(select(Document).where(Document.external_id == "plan.md")) is None
+
+    moved = folder.rename(tmp_path / "moved")  # the same files elsewhere: nothing to delete, so it goes through
+    report = ingest(session, settings, backend, moved)
+    assert (report.added, report.unchanged, report.deleted) == (0, 4, 0)
+    (moved / "beta.md").unlink()  # and from now on the new folder's own deletions are deletions
+    assert ingest(session, settings, backend, moved).deleted == 1
 
 
 def test_changes_reach_the_index_after_it_is_reopened(

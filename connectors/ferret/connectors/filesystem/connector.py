@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from fnmatch import fnmatch
@@ -138,6 +139,8 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
                     yield path, external_id, "hidden file (leading dot), left out"
                 elif (inside := self._link_inside_root(path)) is not None:
                     yield path, external_id, f"symbolic link to {inside}, which is indexed under its own path"
+                elif _is_special(path):
+                    yield path, external_id, "not a regular file (a pipe, socket or device), left out"
                 else:
                     yield path, external_id, None
 
@@ -162,11 +165,11 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
         if extension not in SUPPORTED_EXTENSIONS:
             return SkippedItem(external_id=external_id, reason=unsupported_reason(extension))
         try:
-            stat = path.stat()
-            if stat.st_size > self.settings.max_file_bytes:
+            info = path.stat()
+            if info.st_size > self.settings.max_file_bytes:
                 return SkippedItem(
                     external_id=external_id,
-                    reason=f"file is {stat.st_size:,} bytes, over the limit of {self.settings.max_file_bytes:,}; "
+                    reason=f"file is {info.st_size:,} bytes, over the limit of {self.settings.max_file_bytes:,}; "
                     "raise FERRET_MAX_FILE_BYTES (ferret ingest) or the source's max_file_bytes to index it",
                 )
             data = path.read_bytes()
@@ -179,7 +182,7 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
         if not parsed.text.strip():
             hint = "; a scanned PDF needs OCR first" if extension == ".pdf" else ""
             return SkippedItem(external_id=external_id, reason=f"no text to index (file is empty{hint})")
-        modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
+        modified = datetime.fromtimestamp(info.st_mtime, tz=UTC)
         return Document.or_skipped(
             external_id=external_id,
             title=parsed.title or path.stem,
@@ -188,11 +191,20 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
             metadata={
                 "path": external_id,
                 "extension": extension,
-                "size": stat.st_size,
+                "size": info.st_size,
             },  # the mtime travels as updated_at, outside the content hash: touching a file changes nothing
             acl_groups=self.acl_groups(external_id),
             updated_at=modified,
         )
+
+
+def _is_special(path: Path) -> bool:
+    """A pipe, socket or device file (through a link too): reading one can block forever. A dangling link is not
+    special: its read reports it."""
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
 
 
 def _as_utc(moment: datetime) -> datetime:

@@ -20,8 +20,8 @@ from ferret.core.corpus.chunking import PassageChunker
 from ferret.core.corpus.document_diff import DiffApplier, DocumentDiff, DocumentReport
 from ferret.core.db.corpus import get_or_create_source
 from ferret.core.db.document import delete_documents, document_hashes, passage_ids_of_documents
-from ferret.core.db.models import Corpus, Document, Passage, utcnow
-from ferret.core.db.source import document_fingerprints
+from ferret.core.db.models import Corpus, Document, Passage, Source, utcnow
+from ferret.core.db.source import document_fingerprints, find_source
 from ferret.core.encoder.registry import base_model_path
 from ferret.core.errors import InvalidInputError
 from ferret.core.index.backend import IndexBackend
@@ -44,6 +44,13 @@ def _tokenizer(path: str) -> Any:
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def _location(config: dict[str, Any] | None) -> str | None:
+    """Where a source reads from (a folder's root, a BEIR file's path), as its config stores it."""
+    config = config or {}
+    value = config.get("root", config.get("path"))
+    return str(value) if value is not None else None
 
 
 def chunker_for(corpus: Corpus, settings: FerretSettings) -> PassageChunker:
@@ -74,7 +81,14 @@ class Ingestor:
         self.progress = progress
 
     def run(self, connector: BaseConnector, *, incremental: bool = False) -> IngestReport:
-        """Full load (default) or, with ``incremental`` and a poll-capable connector, changes since the checkpoint."""
+        """Full load (default) or, with ``incremental`` and a poll-capable connector, changes since the checkpoint.
+
+        Deletions are refused, with nothing changed, when the listing is empty while the source has documents (an
+        unmounted share, a wrong folder) or when the source now reads another folder than before and would lose
+        documents (a second folder needs its own ``--source``); a folder moved with its files deletes nothing and
+        goes through."""
+        stored = find_source(self.session, self.corpus, connector.source_name)
+        previous_location = _location(stored.config) if stored is not None else None
         source = get_or_create_source(
             self.session, self.corpus, connector.source_name, connector.kind, connector.config_json()
         )
@@ -129,6 +143,8 @@ class Ingestor:
         remaining = present if present is not None else (seen if not incremental else None)
         if remaining is not None:
             gone = [doc_id for external_id, (doc_id, _) in known.items() if external_id not in remaining and doc_id > 0]
+            if gone:
+                self._refuse_unsafe_deletion(source, connector, previous_location, len(remaining), len(gone))
             stale_passage_ids.extend(passage_ids_of_documents(self.session, gone))
             delete_documents(self.session, gone)
             report.deleted = len(gone)
@@ -141,6 +157,34 @@ class Ingestor:
         if self.progress:
             self.progress(report)
         return report
+
+    def _refuse_unsafe_deletion(
+        self, source: Source, connector: BaseConnector, previous_location: str | None, listed: int, gone: int
+    ) -> None:
+        """Raise, rolling back what this run staged, when its deletions look like a mistake rather than removals."""
+        location = _location(connector.config_json())
+        if listed == 0:
+            problem = (
+                f"{location or 'the source'} lists no readable document while source {source.name!r} of corpus "
+                f"{self.corpus.name!r} holds {gone:,}"
+            )
+            remedy = (
+                f"check it is mounted and readable, or empty the corpus with "
+                f"`ferret source remove {self.corpus.name} {source.name}`"
+            )
+        elif previous_location is not None and location != previous_location:
+            problem = (
+                f"source {source.name!r} of corpus {self.corpus.name!r} reads {previous_location}, and reading "
+                f"{location} instead would delete {gone:,} of its documents"
+            )
+            remedy = (
+                f"give the new folder its own source (`--source NAME`), or replace the old one after "
+                f"`ferret source remove {self.corpus.name} {source.name}`"
+            )
+        else:
+            return
+        self.session.rollback()
+        raise InvalidInputError(f"Nothing was changed: {problem}; {remedy}.")
 
     def _after_commit(self) -> None:
         """Versions the sync could not load are replaced once the ingest is safely committed."""
