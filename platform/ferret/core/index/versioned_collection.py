@@ -253,10 +253,10 @@ class VersionedCollection:
         index_version.state = IndexState.ACTIVE
         index_version.activated_at = utcnow()
         record_activation(self.session, self.corpus, INDEX, index_version.version, actor=actor, via=via)
-        record_event(
+        record_event(  # one event, named by what the admin did: index.promote or index.rollback
             self.session,
             actor,
-            "index.promote",
+            f"index.{via}",
             self.corpus.name,
             {"version": index_version.version, "previous": previous.version if previous is not None else None},
         )
@@ -296,15 +296,7 @@ class VersionedCollection:
                 f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where}); "
                 "promote a version by number with `ferret index promote`."
             )
-        target = live[number]
-        record_event(
-            self.session,
-            actor,
-            "index.rollback",
-            self.corpus.name,
-            {"version": target.version, "previous": current.version if current is not None else None},
-        )
-        return self.promote(target, actor=actor, via=ROLLBACK)
+        return self.promote(live[number], actor=actor, via=ROLLBACK)
 
     def collect(self, keep: int | None = None) -> list[IndexVersion]:
         """Retire ready versions beyond the newest ``keep`` and remove failed leftovers; the active one stays."""

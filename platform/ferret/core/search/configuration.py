@@ -244,10 +244,10 @@ def promote_config(
     index = next(v for v in live_index_versions(session, corpus) if v.collection == plan.collection)
     previous = active_search_config(session, corpus)
     if previous is None or previous.id != config.id:
-        record_event(
+        record_event(  # one event, named by what the admin did: config.promote or config.rollback
             session,
             actor,
-            "config.promote",
+            f"config.{via}",
             corpus.name,
             {"version": config.version, "previous": previous.version if previous is not None else None},
         )
@@ -282,16 +282,8 @@ def rollback_config(
             f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where}); "
             "promote one by number with `ferret config promote`."
         )
-    target = configs[number]
-    record_event(
-        session,
-        actor,
-        "config.rollback",
-        corpus.name,
-        {"version": target.version, "previous": current.version if current is not None else None},
-    )
     try:
-        return promote_config(session, settings, backend, corpus, target, actor=actor, via=ROLLBACK)
+        return promote_config(session, settings, backend, corpus, configs[number], actor=actor, via=ROLLBACK)
     except BaseException:
         session.rollback()  # the withdrawn history rows come back: nothing changed
         raise
