@@ -87,6 +87,15 @@ def test_a_shard_held_by_the_server_is_one_sentence(cli: Any, installation: Any)
         )
         assert done.returncode == 1 and "Traceback" not in done.stdout + done.stderr
         text = " ".join((done.stdout + done.stderr).split())
+        deleted = subprocess.run(  # deleting its files under the server left it serving them from memory
+            [*command, "corpus", "delete", "kb", "--yes"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "FERRET_HOME": str(installation.settings.home), "COLUMNS": "250"},
+        )
+        assert deleted.returncode == 1 and "open in another Ferret process" in deleted.stdout + deleted.stderr
+        assert found(cli("search", "volcano", "--corpus", "kb", "--mode", "sparse"))  # the corpus is whole
         # the same command inside the server's process shares its shards and succeeds
         assert found(cli("search", "volcano", "--corpus", "kb", "--mode", "sparse"))
     assert text == (

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from ferret.core.errors import UnavailableError
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.types import IndexPoint, SearchRequest, SparseVector, point_id
 
@@ -75,3 +77,28 @@ def test_a_handle_nobody_closed_lets_go_when_it_is_collected(tmp_path: Path) -> 
     del handle
     gc.collect()
     assert _count_in_another_process(tmp_path, "c") == "2"
+
+
+def test_a_collection_another_process_has_open_is_not_dropped(tmp_path: Path) -> None:
+    """Deleting its files under a server that has it loaded left the server serving them from memory."""
+    maker = EdgeIndexBackend(tmp_path)
+    maker.create_collection("c", DIMENSION)
+    maker.upsert("c", _points(3))
+    maker.close()
+    code = (
+        "import sys; from pathlib import Path; from ferret.core.index.edge_backend import EdgeIndexBackend; "
+        "b = EdgeIndexBackend(Path(sys.argv[1])); print(b.count('c'), flush=True); sys.stdin.read()"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "3"  # it holds the shard now
+        backend = EdgeIndexBackend(tmp_path)
+        with pytest.raises(UnavailableError, match="open in another Ferret process"):
+            backend.drop_collection("c")
+        assert "c" in backend.list_collections()
+    finally:
+        holder.communicate("", timeout=60)  # end of input: it exits and lets go
+    backend.drop_collection("c")
+    assert backend.list_collections() == []

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
+from contextlib import suppress
 from dataclasses import dataclass
 
 from sqlalchemy import delete, select
@@ -25,7 +26,7 @@ from ferret.core.db.corpus import corpus_counts
 from ferret.core.db.index_version import list_index_versions
 from ferret.core.db.models import Corpus, Job, JobState
 from ferret.core.errors import ConflictError
-from ferret.core.index.backend import IndexBackend
+from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,10 @@ def delete_corpus(session: Session, backend: IndexBackend, corpus: Corpus, *, ac
     internal = re.compile(rf"{re.escape(name)}__realm\d+_r\d+")
     collections = [v.collection for v in list_index_versions(session, corpus)]
     collections += [c for c in backend.list_collections() if internal.fullmatch(c) and c not in collections]
+    for collection in collections:  # each one opened first: one held by a running server stops it all here
+        if backend.collection_exists(collection):
+            with suppress(UnreadableCollectionError):  # a broken one is dropped as it is
+                backend.count(collection)
     session.execute(delete(Corpus).where(Corpus.id == corpus.id))
     session.flush()
     try:

@@ -183,8 +183,16 @@ class EdgeIndexBackend(IndexBackend):
             self._shards[collection] = shard
 
     def drop_collection(self, collection: str) -> None:
+        """Delete a collection's files; refused (``UnavailableError``) while another process has it open, which
+        would otherwise go on serving the deleted files from memory."""
         with self._lock:
             shard = self._shards.pop(collection, None)
+            path = self._path(collection)
+            if shard is None and path.exists() and collection not in self._unreadable:
+                try:
+                    shard = self._load(collection, path)  # takes the shard's lock, or says who holds it
+                except UnreadableCollectionError:
+                    shard = None  # a broken collection is dropped as it is
             if shard is not None:
                 shard.close()
             self._unreadable.pop(collection, None)

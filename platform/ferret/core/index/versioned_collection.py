@@ -307,8 +307,9 @@ class VersionedCollection:
         retired: list[IndexVersion] = []
         ready = [v for v in list_index_versions(self.session, self.corpus) if v.state == IndexState.READY]
         for index_version in sorted(ready, key=lambda v: v.version, reverse=True)[keep:]:
-            self.backend.drop_collection(index_version.collection)
+            self.backend.drop_collection(index_version.collection)  # refused while a server has it open
             index_version.state = IndexState.RETIRED
+            self.session.commit()  # each one recorded as its files go, whatever happens to the next
             retired.append(index_version)
         for index_version in list_index_versions(self.session, self.corpus):
             if index_version.state == IndexState.FAILED and self.backend.collection_exists(index_version.collection):
