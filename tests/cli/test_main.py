@@ -6,6 +6,7 @@ Two entry points: ``app`` (the typer app, driven by typer's CliRunner) and ``mai
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import sqlite3
@@ -376,3 +377,63 @@ def test_quickstart_runs_end_to_end(tmp_path: Path) -> None:
     with sqlite3.connect(home / "ferret.db") as connection:  # the evaluation reads the demo it did not ingest again
         documents = connection.execute("SELECT COUNT(*), COUNT(DISTINCT external_id) FROM documents").fetchone()
     assert documents == (288, 288)
+
+
+@pytest.mark.parametrize(
+    ("env", "sentence"),
+    [
+        (
+            {"FERRET_SEARCH_MODE": "bogus"},
+            "Error: Invalid setting FERRET_SEARCH_MODE='bogus': Input should be 'dense', 'sparse' or 'hybrid'.",
+        ),
+        (
+            {"FERRET_MAX_PASSAGE_TOKENS": "abc"},
+            "Error: Invalid setting FERRET_MAX_PASSAGE_TOKENS='abc': Input should be a valid integer, unable to parse "
+            "string as an integer.",
+        ),
+        (
+            {"FERRET_DATABASE_URL": "garbage"},
+            "Error: FERRET_DATABASE_URL is not a database URL (Could not parse SQLAlchemy URL from given URL string); "
+            "e.g. postgresql+psycopg://user:pass@host/db.",
+        ),
+        (  # nothing listens on port 1: a real connection attempt, refused
+            {"FERRET_DATABASE_URL": "postgresql+psycopg://ferret:secret@127.0.0.1:1/ferret"},
+            # *: the driver's own words before its reason
+            "Error: Cannot connect to the database of FERRET_DATABASE_URL (*Connection refused); is it running and "
+            "reachable?",
+        ),
+    ],
+)
+def test_an_installation_mistake_is_one_sentence(
+    run_main: RunMain, monkeypatch: pytest.MonkeyPatch, env: dict[str, str], sentence: str
+) -> None:
+    """The first mistakes of an install (a setting's value, the database's address) printed 80 to 390 lines of
+    traceback; bugs still keep theirs."""
+    from ferret.core.settings import get_settings
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+
+    outcome = run_main("corpora")
+
+    assert outcome.code == 1 and "Traceback" not in outcome.err
+    assert fnmatch.fnmatchcase(outcome.error_text, sentence), outcome.error_text
+
+
+def test_a_ferret_home_that_cannot_be_a_folder_is_one_sentence(
+    run_main: RunMain, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ferret.core.settings import get_settings
+
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    monkeypatch.setenv("FERRET_HOME", str(tmp_path / "a-file"))
+    get_settings.cache_clear()
+
+    outcome = run_main("corpora")
+
+    assert outcome.code == 1
+    assert outcome.error_text == (
+        f"Error: FERRET_HOME {tmp_path / 'a-file'} cannot hold Ferret's data (File exists: {tmp_path / 'a-file'}); "
+        "point it at a writable folder."
+    )

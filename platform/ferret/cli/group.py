@@ -98,6 +98,30 @@ class _Unloaded(TyperCommand):
         self.spec = spec
 
 
+def installation_problem(error: Exception) -> str | None:
+    """One sentence for what an installation gets wrong (a setting, the database's address or its lock), or None:
+    any other exception is a bug and keeps its traceback."""
+    from pydantic import ValidationError  # imported once an error needs them
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    if isinstance(error, ValidationError) and error.title == "FerretSettings":
+        problems = [
+            f"FERRET_{'_'.join(str(part) for part in problem['loc']).upper()}={problem.get('input')!r}: "
+            f"{problem['msg']}"
+            for problem in error.errors()
+        ]
+        return f"Invalid setting {'; '.join(problems)}."
+    if isinstance(error, ArgumentError) and "URL" in str(error):
+        return f"FERRET_DATABASE_URL is not a database URL ({error}); e.g. postgresql+psycopg://user:pass@host/db."
+    if isinstance(error, OperationalError):
+        if "database is locked" in str(error.orig):
+            return SQLITE_BUSY
+        if error.statement is None or "unable to open database file" in str(error.orig):  # no connection was made
+            reason = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else type(error.orig).__name__
+            return f"Cannot connect to the database of FERRET_DATABASE_URL ({reason}); is it running and reachable?"
+    return None
+
+
 class FerretGroup(TyperGroup):
     """Turns a user error anywhere below into one sentence and exit status 1; bugs keep their traceback.
 
@@ -143,9 +167,8 @@ class FerretGroup(TyperGroup):
             err_console.print(f"[red]Error:[/red] {exc}", highlight=False)
             raise typer.Exit(1) from None
         except Exception as exc:
-            from sqlalchemy.exc import OperationalError  # imported once an error needs it
-
-            if not isinstance(exc, OperationalError) or "database is locked" not in str(exc.orig):
+            sentence = installation_problem(exc)
+            if sentence is None:
                 raise
-            err_console.print(f"[red]Error:[/red] {SQLITE_BUSY}", highlight=False)
+            err_console.print(f"[red]Error:[/red] {sentence}", highlight=False)
             raise typer.Exit(1) from None

@@ -20,6 +20,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from ferret.core.corpus.chunking import DEFAULT_PASSAGE_TOKENS
+from ferret.core.errors import InvalidInputError
 
 SearchMode = Literal["dense", "sparse", "hybrid"]
 QueryEncoderKind = Literal["onnx", "onnx-int8", "torch"]
@@ -208,7 +209,14 @@ class FerretSettings(BaseSettings):
 
     def ensure_home(self) -> None:
         for path in (self.home, self.qdrant_path, self.models_path):
-            path.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as error:  # a file in the way, a read-only or virtual file system, no permission
+                reason = error.strerror or type(error).__name__
+                raise InvalidInputError(
+                    f"FERRET_HOME {self.home} cannot hold Ferret's data ({reason}: {path}); point it at a writable "
+                    "folder."
+                ) from None
 
 
 @lru_cache(maxsize=1)
