@@ -172,6 +172,25 @@ def test_tasks_create_list_get_delete(client: TestClient, auth: Auth) -> None:
     assert client.delete("/v1/tasks/volcano-qa", headers=admin).status_code == 404
 
 
+def test_a_task_example_the_key_may_not_read_answers_as_a_missing_document(client: TestClient, auth: Auth) -> None:
+    """A 201 for a restricted document against a 422 for a missing one told an admin key which documents exist."""
+    body = task_body("beta-qa")
+    body["examples"][0] = {"query": "who drills the volcano", "document": "b-1"}  # group b only
+
+    hidden = client.post("/v1/tasks", json=body, headers=auth("admin-a"))  # groups: a
+    body["examples"][0]["document"] = "b-2"  # no such document
+    missing = client.post("/v1/tasks", json=body, headers=auth("admin-a"))
+
+    assert (hidden.status_code, missing.status_code) == (422, 422)
+    assert hidden.json()["detail"] == (
+        "Example 1's document 'b-1' is not in corpus 'kb'; did you mean 'ab-1'? Or give the text as 'document_text'."
+    )  # a suggestion the key may read
+    assert "b-1" not in missing.json()["detail"]  # no "did you mean 'b-1'?" either
+    body["examples"][0]["document"] = "ab-1"  # shared with a: readable
+    assert client.post("/v1/tasks", json=body, headers=auth("admin-a")).status_code == 201
+    assert client.delete("/v1/tasks/beta-qa", headers=auth("admin")).status_code == 204
+
+
 def test_pipeline_config_fields_match_the_pipeline() -> None:
     from ferret.api.schemas import PipelineConfigIn
     from ferret.core.pipeline.promptagator.state import PipelineConfig

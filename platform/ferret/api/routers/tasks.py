@@ -51,9 +51,10 @@ def list_all(_caller: AdminCaller, session: SessionDep) -> TaskList:
     responses=error_responses(401, 403, 404, 409, 413, 422),
     summary="Create a task",
 )
-def create(body: TaskIn, _caller: AdminCaller, session: SessionDep) -> TaskOut:
-    """Validated completely against the corpus (each example's document must exist) before anything is written."""
-    task = create_task(session, body)
+def create(body: TaskIn, caller: AdminCaller, session: SessionDep) -> TaskOut:
+    """Validated completely against the corpus (each example's document must exist and be readable by the key: one
+    shared with none of its groups answers as a missing one) before anything is written."""
+    task = create_task(session, body, readable_by=caller.search_groups)
     session.commit()
     return _one(session, task)
 

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -165,11 +166,14 @@ def _check_label(label: str, field: str) -> None:
         )
 
 
-def create_task(session: Session, spec: TaskSpec) -> RetrievalTask:
-    """Validate ``spec`` completely against the database, then insert the task and its examples."""
+def create_task(session: Session, spec: TaskSpec, *, readable_by: Collection[str] | None = None) -> RetrievalTask:
+    """Validate ``spec`` completely against the database, then insert the task and its examples.
+
+    ``readable_by``: the ACL groups of the caller (an API key); an example's document shared with none of them is
+    "not in the corpus", as a search or a document fetch answers, so the answer tells nothing of what exists."""
     validate_task_name(spec.name)
     ensure_task_name_free(session, spec.name)
-    return add_task(session, _build_task(session, spec))
+    return add_task(session, _build_task(session, spec, readable_by))
 
 
 def update_task(session: Session, task: RetrievalTask, spec: TaskSpec) -> RetrievalTask:
@@ -192,7 +196,7 @@ def update_task(session: Session, task: RetrievalTask, spec: TaskSpec) -> Retrie
     return task
 
 
-def _build_task(session: Session, spec: TaskSpec) -> RetrievalTask:
+def _build_task(session: Session, spec: TaskSpec, readable_by: Collection[str] | None = None) -> RetrievalTask:
     """The task ``spec`` describes, every field checked against the database, not yet added to the session."""
     corpus = get_corpus(session, spec.corpus)
     _check_label(spec.e_doc, "The document description (e_doc)")
@@ -227,11 +231,17 @@ def _build_task(session: Session, spec: TaskSpec) -> RetrievalTask:
         candidates = [
             document
             for document in found.get(example.document, [])
-            if example.source is None or document.source == example.source
+            if (example.source is None or document.source == example.source)
+            and (readable_by is None or not set(readable_by).isdisjoint(document.acl_groups))
         ]
         where = f" in source {example.source!r}" if example.source is not None else ""
         if not candidates:
             close = similar_external_ids(session, corpus, example.document)
+            if readable_by is not None:  # a suggestion must not name a document the caller may not read either
+                near = documents_by_external_ids(session, corpus, close)
+                close = [
+                    i for i in close if any(not set(readable_by).isdisjoint(d.acl_groups) for d in near.get(i, []))
+                ]
             hint = f"did you mean {close[0]!r}? Or" if close else "check the external id or"
             raise InvalidInputError(
                 f"Example {position}'s document {example.document!r} is not in corpus {corpus.name!r}{where}; "
