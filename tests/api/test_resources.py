@@ -132,6 +132,11 @@ def test_a_search_configuration_is_made_by_hand_over_http_and_bad_input_stores_n
         assert client.post(f"{url}/1/promote", headers=admin).status_code == 200
         search = client.post("/v1/corpora/kb/search", json={"query": "fjords", "config": "1"}, headers=admin)
         assert search.status_code == 200, search.text
+        as_number = client.post("/v1/corpora/kb/search", json={"query": "fjords", "config": 1}, headers=admin)
+        # the version as a JSON number, as `--config 1` takes it
+        assert as_number.json()["results"] == search.json()["results"]
+        unknown = client.post("/v1/corpora/kb/search", json={"query": "fjords", "config": 99}, headers=admin)
+        assert unknown.status_code == 404, unknown.text
 
 
 def task_body(name: str, examples: int = 2) -> dict[str, Any]:

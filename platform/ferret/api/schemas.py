@@ -132,6 +132,11 @@ class SearchFilters(ApiRequest):
         return conditions
 
 
+def _version_text(value: Any) -> Any:
+    """A version number given as a JSON number, as the CLI's ``--config 3`` reads it, taken as its text."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class SearchIn(ApiRequest):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=10, ge=1, le=MAX_K, description="Documents to return.")
@@ -139,11 +144,12 @@ class SearchIn(ApiRequest):
         default=None, description="Default: the server's FERRET_SEARCH_MODE."
     )
     filters: SearchFilters = Field(default_factory=SearchFilters)
-    config: str | None = Field(
+    config: Annotated[str | None, BeforeValidator(_version_text)] = Field(
         default=None,
         max_length=16,
         pattern=r"^(base|[0-9]{1,9})$",
-        description="A search configuration for comparisons: 'base' or a version number (default: the active one).",
+        description="A search configuration for comparisons: 'base' or a version number, 3 or \"3\" (default: the "
+        "active one).",
     )
 
 
