@@ -35,6 +35,9 @@ def test_a_configuration_made_by_hand_is_stored_inactive_and_bad_input_stores_no
     assert error_of(["config", "create", "--corpus", "kb", "--alpha", "1.5"]) == (
         "Error: The fusion weight must be between 0 and 1, not 1.5."
     )
+    assert error_of(["config", "create", "--corpus", "kb", "--fusion", "rrf", "--alpha", "0.3"]) == (
+        "Error: --alpha belongs to a convex fusion; RRF fuses ranks (leave it out, or --fusion convex)."
+    )  # it was stored as plain RRF, the weight silently dropped
     assert error_of(["config", "create", "--corpus", "kb", "--fusion", "mean"]) == (
         "Error: Fusion method 'mean' is not one of rrf, convex."
     )

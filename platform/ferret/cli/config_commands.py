@@ -12,6 +12,7 @@ from ferret.core.db.activation import CONFIG, activation_history, history_line
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
+from ferret.core.errors import InvalidInputError
 from ferret.core.search.configuration import (
     DEFAULT_RERANK_DEPTH,
     DEFAULT_RERANK_WEIGHT,
@@ -83,24 +84,41 @@ def create(
         str, typer.Option(help=f"How hybrid search fuses dense and BM25: {' or '.join(FUSION_METHODS)}.")
     ] = DEFAULT_FUSION.method,
     alpha: Annotated[
-        float, typer.Option(help="The dense share of a convex fusion (1: dense only, 0: BM25 only).")
-    ] = DEFAULT_FUSION.weight,
+        float | None,
+        typer.Option(
+            help=f"The dense share of a convex fusion (1: dense only, 0: BM25 only); default {DEFAULT_FUSION.weight}."
+        ),
+    ] = None,
     normalisation: Annotated[
-        str, typer.Option(help=f"Score normalisation of a convex fusion: {' or '.join(NORMALISATIONS)}.")
-    ] = DEFAULT_FUSION.normalisation,
+        str | None,
+        typer.Option(
+            help=f"Score normalisation of a convex fusion: {' or '.join(NORMALISATIONS)}; default "
+            f"{DEFAULT_FUSION.normalisation}."
+        ),
+    ] = None,
     reranker: Annotated[str | None, typer.Option(help="A trained cross-encoder to rerank the top documents.")] = None,
     depth: Annotated[int, typer.Option(help="Documents the reranker reads per query.")] = DEFAULT_RERANK_DEPTH,
     rerank_weight: Annotated[
         float, typer.Option(help="The reranker's share of the fused score (1: its order alone).")
     ] = DEFAULT_RERANK_WEIGHT,
-    note: Annotated[str, typer.Option(help="Why it was made, shown by `ferret config list`.")] = "",
+    note: Annotated[str, typer.Option(help="Why it was made, shown by `ferret config show`.")] = "",
 ) -> None:
     """Make a configuration by hand (a fusion weight, RRF, a reranker at another depth); it is not active until
     `ferret config promote`, and `ferret search --config N` compares it first."""
+    if fusion == "rrf" and (alpha is not None or normalisation is not None):
+        given = "--alpha" if alpha is not None else "--normalisation"
+        raise InvalidInputError(
+            f"{given} belongs to a convex fusion; RRF fuses ranks (leave it out, or --fusion convex)."
+        )
+    chosen = Fusion(
+        fusion,  # type: ignore[arg-type]
+        DEFAULT_FUSION.weight if alpha is None else alpha,
+        DEFAULT_FUSION.normalisation if normalisation is None else normalisation,  # type: ignore[arg-type]
+    )
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         config = create_config(
-            ctx.session, corpus_row, retriever=retriever, fusion=Fusion(fusion, alpha, normalisation),  # type: ignore[arg-type]
+            ctx.session, corpus_row, retriever=retriever, fusion=chosen,
             reranker=reranker, rerank_depth=depth, rerank_weight=rerank_weight, note=note, actor=cli_actor(),
         )  # fmt: skip
         shown = describe(config)

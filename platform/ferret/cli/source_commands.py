@@ -7,6 +7,7 @@ config (secrets as ``{env: NAME}`` or ``{file: PATH}`` references, never plain t
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +20,7 @@ from ferret.cli.render import console
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.models import SyncRun
 from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
-from ferret.core.errors import NotFoundError
+from ferret.core.errors import InvalidInputError, NotFoundError
 from ferret.core.sources.config import load_spec
 from ferret.core.sources.schedule import sync_due
 from ferret.core.sources.service import add_source, find_configured, remove_source
@@ -160,10 +161,18 @@ def runs(
 def remove(
     corpus: Annotated[str, typer.Argument(help="Corpus of the source.")],
     name: Annotated[str, typer.Argument(help="Source name.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Remove a source and its documents from the database and every live index version."""
     with app_context() as ctx:
-        removed = remove_source(ctx.session, ctx.backend, ctx.settings, find_configured(ctx.session, corpus, name))
+        source = find_configured(ctx.session, corpus, name)
+        if not yes:  # as `corpus delete`: the documents leave the live index at once
+            if not sys.stdin.isatty():
+                raise InvalidInputError(
+                    f"Removing source {name!r} of {corpus!r} cannot be undone; add --yes to confirm."
+                )
+            typer.confirm(f"Remove source {name!r} of corpus {corpus!r} and its documents from the index?", abort=True)
+        removed = remove_source(ctx.session, ctx.backend, ctx.settings, source)
         console.print(f"source {name} removed with its {removed} documents")
 
 

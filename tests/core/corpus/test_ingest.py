@@ -188,7 +188,7 @@ def test_a_folder_that_lists_nothing_deletes_nothing_and_says_why(
 
     assert str(error.value).endswith(
         "while source 'files' of corpus 'docs' holds 4; check it is mounted and readable, or empty the corpus with "
-        "`ferret source remove docs files`."
+        "`ferret source remove docs files --yes`."
     )
     assert passage_count(session, corpus) == backend.count(collection) == 4
     assert set(session.scalars(select(Document.external_id).where(Document.corpus_id == corpus.id))) == DOCUMENT_IDS

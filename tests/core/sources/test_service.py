@@ -94,7 +94,10 @@ def test_cli_adds_syncs_lists_and_removes_a_source(
         (stored,) = connection.execute("SELECT config FROM sources WHERE name = 'kb'").fetchone()
     assert json.loads(stored)["url"] == {"env": "KB_URL"} and str(kb) not in stored  # the reference, never the value
 
-    removed = runner.invoke(app, ["source", "remove", "help", "kb"])
+    unconfirmed = runner.invoke(app, ["source", "remove", "help", "kb"])  # no terminal to ask: refused
+    assert unconfirmed.exit_code == 1 and "add --yes to confirm" in " ".join(unconfirmed.output.split())
+    assert len(json.loads(runner.invoke(app, ["source", "list", "--json"]).output)) == 1
+    removed = runner.invoke(app, ["source", "remove", "help", "kb", "--yes"])
     assert removed.exit_code == 0 and "its 2 documents" in removed.output
     assert json.loads(runner.invoke(app, ["source", "list", "--json"]).output) == []
 

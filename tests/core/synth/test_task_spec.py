@@ -18,6 +18,7 @@ from ferret.core.db.models import Corpus, Document, RetrievalTask, TaskExample
 from ferret.core.db.task import example_document, get_task
 from ferret.core.errors import ConflictError, FerretError, InvalidInputError, NotFoundError
 from ferret.core.synth.task_spec import (
+    PLACEHOLDER_QUERY,
     ExampleSpec,
     TaskSpec,
     create_task,
@@ -368,4 +369,11 @@ def test_the_template_names_real_documents_and_imports_once_filled_in(
     assert "already exists" in " ".join(
         runner.invoke(app, ["task", "template", "-c", "facts", "-o", str(written)]).stderr.split()
     )
+    unfilled = runner.invoke(app, ["task", "import", str(written)])
+    assert unfilled.exit_code == 1
+    assert " ".join(unfilled.stderr.split()) == (
+        "Error: Example 1 still has the template's query; replace it with a query a user would type for its document."
+    )
+    filled = printed.stdout.replace(PLACEHOLDER_QUERY, "What does the first fact say?", 1)
+    written.write_text(filled.replace(PLACEHOLDER_QUERY, "And the second one?"))
     assert runner.invoke(app, ["task", "import", str(written)]).exit_code == 0

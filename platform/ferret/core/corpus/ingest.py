@@ -170,7 +170,7 @@ class Ingestor:
             )
             remedy = (
                 f"check it is mounted and readable, or empty the corpus with "
-                f"`ferret source remove {self.corpus.name} {source.name}`"
+                f"`ferret source remove {self.corpus.name} {source.name} --yes`"
             )
         elif previous_location is not None and location != previous_location:
             problem = (
@@ -179,7 +179,7 @@ class Ingestor:
             )
             remedy = (
                 f"give the new folder its own source (`--source NAME`), or replace the old one after "
-                f"`ferret source remove {self.corpus.name} {source.name}`"
+                f"`ferret source remove {self.corpus.name} {source.name} --yes`"
             )
         else:
             return

@@ -109,10 +109,13 @@ def parse_task_spec(data: Any, where: str = "The task") -> TaskSpec:
         raise InvalidInputError(f"{where} has {len(problems)} problems: at {'; at '.join(problems)}.") from None
 
 
+PLACEHOLDER_QUERY = "A question a user would type, answered by this document?"
+"""The template's example query: a task imported with it unchanged would teach the generator this sentence."""
+
 TEMPLATE = """\
 # A retrieval task for `ferret task import` (Promptagator, Dai et al. 2022): what the search is for, in a sentence,
 # and 2-8 real (query, document) pairs. `ferret task show NAME` checks and prints it once imported.
-name: {name}                 # lowercase letters, digits, '-' or '_'
+name: {name}                 # lowercase letters, digits, '.', '-' or '_'
 corpus: {corpus}
 description: Find the document that answers an employee's question.   # one sentence: who searches for what
 e_doc: Document              # the word the prompt puts before a document (e.g. Article, Policy, Abstract)
@@ -130,10 +133,7 @@ examples:                    # 2-8; 'document' is a document id of the corpus (`
 def task_template(corpus: str, document_ids: list[str]) -> str:
     """A commented task file to fill in, with real document ids of ``corpus`` where it has some."""
     ids = [*document_ids[:2], "a-document-id", "another-document-id"][:2]
-    examples = "".join(
-        f"  - query: A question a user would type, answered by this document?\n    document: {doc_id!r}\n"
-        for doc_id in ids
-    )
+    examples = "".join(f"  - query: {PLACEHOLDER_QUERY}\n    document: {doc_id!r}\n" for doc_id in ids)
     examples += "  # - query: ...\n  #   document_text: the document itself, when it is not in the corpus\n"
     return TEMPLATE.format(name=f"{corpus}-task"[:64], corpus=corpus, examples=examples)
 
@@ -217,6 +217,11 @@ def _build_task(session: Session, spec: TaskSpec, readable_by: Collection[str] |
         query = " ".join(example.query.split())
         if not query:
             raise InvalidInputError(f"Example {position} has an empty query; write the query it should teach.")
+        if query == PLACEHOLDER_QUERY:
+            raise InvalidInputError(
+                f"Example {position} still has the template's query; replace it with a query a user would type for "
+                "its document."
+            )
         if (example.document is None) == (example.document_text is None):
             raise InvalidInputError(
                 f"Example {position} needs exactly one of 'document' (an external id in corpus {corpus.name!r}) "
