@@ -281,6 +281,17 @@ def test_eval_judges_a_corpus_already_held_with_only_queries_and_qrels(
     with sqlite3.connect(ferret_home / "ferret.db") as connection:
         sources = connection.execute("SELECT DISTINCT source FROM documents").fetchall()
     assert sources == [("filesystem",)]  # nothing was ingested from the labelled set
+    assert "note:" not in outcome.out
+
+    # a label naming a document the corpus lacks costs every score: said under the table
+    (labels / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\tespresso.md\t1\nq2\tleave.txt\t1\nq3\tvolcanoes.txt\t1\nq3\tgone.md\t1\n"
+    )
+    noted = run_main("eval", "--dataset", str(labels), "--corpus", "docs")
+    assert noted.code == 0 and " ".join(noted.out.split()).endswith(
+        "note: 1 document judged in qrels/test.tsv is not in the corpus (such as 'gone.md'): no system can find "
+        "it, so every score is lower than the search deserves"
+    )
 
     # qrels that name no document of the corpus would score 0 everywhere: refused, with an id of the corpus
     (labels / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tdocs/espresso.md\t1\n")

@@ -324,6 +324,8 @@ def evaluate(
         return
     rows = [EvalRow(**row) for row in (job.result or {}).get("rows", [])]
     console.print(eval_table(f"{dataset.name} ({split})", rows))
+    for note in (job.result or {}).get("notes", []):
+        console.print(f"note: {note}", highlight=False)
     if json_path is not None:
         json_path.write_text(json.dumps([row.as_dict() for row in rows], indent=2))
 

@@ -139,9 +139,11 @@ def evaluate_dataset(
     corpus_name: str | None = None,
     exclude_queries: Collection[str] = (),
     status: Status = lambda message: None,
+    notes: list[str] | None = None,
 ) -> list[EvalRow]:
     """BM25 (bm25s, outside Ferret) and each model in each mode over ``split``'s queries, less ``exclude_queries``
-    (a benchmark's few-shot examples when they come from the evaluated split)."""
+    (a benchmark's few-shot examples when they come from the evaluated split). What a reader of the scores must know
+    (labels naming documents the corpus lacks) is appended to ``notes``."""
     queries = load_queries(dataset)
     qrels = load_qrels(dataset, split)
     query_ids = [qid for qid in qrels if qid in queries and qid not in exclude_queries]
@@ -151,6 +153,13 @@ def evaluate_dataset(
 
     started = time.perf_counter()
     documents, held = judged_documents(session, dataset, corpus_name, qrels, split)
+    missing = sorted({doc_id for judged in qrels.values() for doc_id in judged} - documents.keys())
+    if missing and notes is not None:
+        notes.append(
+            f"{len(missing)} document{'s' * (len(missing) != 1)} judged in qrels/{split}.tsv "
+            f"{'are' if len(missing) != 1 else 'is'} not in the corpus (such as {missing[0]!r}): no system can "
+            f"find {'them' if len(missing) != 1 else 'it'}, so every score is lower than the search deserves"
+        )
     bm25 = BM25Ranker(documents)
     run = dict(zip(query_ids, bm25.search(texts, k=100), strict=True))
     rows.append(EvalRow("bm25s", None, None, evaluate_run(run, qrels), time.perf_counter() - started, len(query_ids)))

@@ -42,7 +42,9 @@ Payload = dict[str, Any]
 
 
 def run_evaluation(context: StageContext, payload: Payload) -> Payload:
-    """Payload: job_id, dataset (a BEIR folder), split, models, corpus. Returns the table's rows as JSON."""
+    """Payload: job_id, dataset (a BEIR folder), split, models, corpus. Returns the table's rows as JSON, and its
+    notes (labels the corpus cannot match)."""
+    notes: list[str] = []
     rows = evaluate_dataset(
         context.session,
         context.settings,
@@ -53,8 +55,9 @@ def run_evaluation(context: StageContext, payload: Payload) -> Payload:
         models=list(payload.get("models") or ["base"]),
         corpus_name=payload.get("corpus"),
         status=lambda message: context.progress(message, 0.0),
+        notes=notes,
     )
-    return {"rows": [row.as_dict() for row in rows]}
+    return {"rows": [row.as_dict() for row in rows], "notes": notes}
 
 
 def prepare_evaluation(
