@@ -58,7 +58,9 @@ def test_a_configuration_made_by_hand_is_stored_inactive_and_bad_input_stores_no
         created = [e for e in list_events(session) if e.action == "config.create"]
         assert len(created) == 1 and created[0].actor.startswith("cli:") and created[0].detail["fusion"] == "rrf"
 
-    default_order = runner.invoke(app, ["search", "lava", "--corpus", "kb"]).output
     assert runner.invoke(app, ["config", "promote", "--corpus", "kb", "1"]).exit_code == 0
+    default_order = runner.invoke(app, ["search", "lava", "--corpus", "kb", "--config", "base"]).output
     promoted = " ".join(runner.invoke(app, ["search", "lava", "--corpus", "kb"]).output.split())
     assert "b.txt" in promoted and promoted != " ".join(default_order.split())  # RRF scores, not the convex ones
+    assert "scores: Σ 1/(60 + rank from 0) over the dense and the BM25 ranking (reciprocal rank fusion)" in promoted
+    assert "α=0.80, each scaled so the query's best is 1" in " ".join(default_order.split())  # the legend follows

@@ -278,6 +278,7 @@ def search(
     from ferret.core.db.source import expand_principals
     from ferret.core.errors import InvalidInputError
     from ferret.core.search.configuration import plan_by_name
+    from ferret.core.search.fusion import DEFAULT_FUSION
     from ferret.runtime.context import app_context
 
     if all_groups and group:
@@ -293,7 +294,8 @@ def search(
             answer = {"corpus": corpus, "query": query, "mode": ctx.searcher.mode(mode), "results": hits}
             print(json.dumps(answer, ensure_ascii=False, indent=2))
             return
-        print_results(query, results, ctx.searcher.mode(mode))
+        used = plan or ctx.searcher.active_plans.get(corpus, ctx.searcher.sessions)  # what made the scores
+        print_results(query, results, ctx.searcher.mode(mode), used.fusion if used is not None else DEFAULT_FUSION)
 
 
 @app.command("eval", rich_help_panel=DOCUMENTS)

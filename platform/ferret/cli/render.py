@@ -20,7 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ferret.core.search.fusion import DEFAULT_FUSION
+from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 
 if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
     from ferret.core.eval.evaluate import EvalRow
@@ -110,17 +110,26 @@ def progress_bar() -> Progress:
     )
 
 
-SCORE_LEGEND = {
-    "dense": "scores: cosine similarity of query and passage (1 is identical)",
-    "sparse": "scores: BM25 of the best passage (unbounded; compare within one query only)",
-    "hybrid": "scores: α·dense + (1-α)·BM25, each normalised to 0-1 within the query, so 1 is first in both "
-    f"(α={DEFAULT_FUSION.weight:.1f} unless a configuration tuned it: `ferret config show`; under RRF, "
-    "Σ 1/(60 + rank from 0))",
-}
-"""What a result's score means, printed under the results (issue 11, item 12: raw RRF values puzzled users)."""
+def score_legend(mode: str, fusion: Fusion = DEFAULT_FUSION) -> str:
+    """What a result's score means under the search that made it, printed under the results (issue 11, item 12: raw
+    RRF values puzzled users); a hybrid search's is its own configuration's fusion, not the default's."""
+    if mode == "dense":
+        return "scores: cosine similarity of query and passage (1 is identical)"
+    if mode == "sparse":
+        return "scores: BM25 of the best passage (unbounded; compare within one query only)"
+    if fusion.method == "rrf":
+        return "scores: Σ 1/(60 + rank from 0) over the dense and the BM25 ranking (reciprocal rank fusion)"
+    scale = (
+        "scaled to 0-1 within the query"
+        if fusion.normalisation == "minmax"
+        else "scaled so the query's best is 1 (from cosine -1, BM25 0)"
+    )
+    return f"scores: α·dense + (1-α)·BM25 with α={fusion.weight:.2f}, each {scale}, so 1 is first in both"
 
 
-def print_results(query: str, results: Sequence[SearchResult], mode: str | None = None) -> None:
+def print_results(
+    query: str, results: Sequence[SearchResult], mode: str | None = None, fusion: Fusion = DEFAULT_FUSION
+) -> None:
     console.print(f"[bold]{query}[/bold]")
     if not results:
         console.print("  (no results)")
@@ -128,8 +137,8 @@ def print_results(query: str, results: Sequence[SearchResult], mode: str | None 
         title = result.title or result.external_id
         console.print(f"  {rank:>2}. [cyan]{title}[/cyan]  [dim]{result.score:.4f}  {result.external_id}[/dim]")
         console.print(f"      {result.snippet()}", highlight=False)
-    if results and mode in SCORE_LEGEND:
-        console.print(f"  [dim]{SCORE_LEGEND[mode]}[/dim]", highlight=False)
+    if results and mode is not None:
+        console.print(f"  [dim]{score_legend(mode, fusion)}[/dim]", highlight=False)
 
 
 def eval_table(title: str, rows: Sequence[EvalRow]) -> Table:
