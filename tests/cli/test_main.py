@@ -324,6 +324,7 @@ def test_a_bad_beir_line_names_the_file_and_line(
     if command == "ingest":  # the failed first ingest leaves no empty corpus behind
         listed = run_main("corpora")
         assert listed.code == 0 and "b:" not in listed.out, listed.out
+        assert "no corpus yet: `ferret ingest --corpus NAME --path DIR` makes one" in listed.out  # not a blank
 
 
 def test_the_typer_app_reports_ferret_errors_as_one_sentence(ferret_home: Path) -> None:

@@ -242,7 +242,10 @@ def corpora() -> None:
     from ferret.runtime.context import app_context
 
     with app_context() as ctx:
-        for corpus in list_corpora(ctx.session):
+        corpora = list_corpora(ctx.session)
+        if not corpora:
+            console.print("no corpus yet: `ferret ingest --corpus NAME --path DIR` makes one", highlight=False)
+        for corpus in corpora:
             documents, passages = corpus_counts(ctx.session, corpus)
             console.print(f"{corpus.name}: {documents} documents, {passages} passages")
 
