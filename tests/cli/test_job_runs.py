@@ -226,3 +226,51 @@ def test_a_failed_first_ingest_in_a_detached_runner_leaves_no_corpus_and_its_ret
         job = get_job(session, job_id)
         assert job.state == JobState.SUCCEEDED and job.corpus_id is not None
         assert session.scalar(select(func.count(Document.id)).where(Document.corpus_id == job.corpus_id)) == 1
+
+
+def test_ctrl_c_stops_a_first_ingest_at_once_and_leaves_no_corpus(settings: FerretSettings, tmp_path: Path) -> None:
+    """Ctrl-C marked the job from the command while the ingest's thread held SQLite's write lock (an ingest writes
+    its documents in one transaction): the command waited out the 30 s busy timeout, then blamed "another Ferret
+    process", and the empty corpus stayed. Now the thread stops at its next report and undoes its stage first."""
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(4_000):  # enough that the ingest still runs when the signal comes
+        (folder / f"note-{i:04d}.txt").write_text(f"Note {i}: the quarterly report of team {i % 17} is due.")
+    command = [sys.executable, "-c", "from ferret.cli.main import main; main()", "ingest", "-c", "many", "--path"]
+    environment = {**os.environ, "FERRET_PROGRESS_INTERVAL_S": "0.2"}
+    process = subprocess.Popen(
+        [*command, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not _job_running(settings):  # the job's row says it runs: its thread is reading the folder
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.1)
+        time.sleep(1.0)
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+        took = time.monotonic() - signalled
+    finally:
+        if process.poll() is None:
+            process.kill()
+
+    assert process.returncode == 130, out + err
+    assert "job 1 interrupted; `ferret jobs retry 1` runs it again" in " ".join(out.split())
+    assert "locked" not in out + err and took < 25, (took, err[-500:])  # the lock's 30 s wait is not in it
+    assert "many" not in ferret("corpora").stdout
+    with session_scope(settings.database_url) as session:
+        job = get_job(session, 1)
+        assert (job.state, job.error) == (
+            JobState.FAILED,
+            "Interrupted (Ctrl-C); `ferret jobs retry 1` runs it again.",
+        )
+
+
+def _job_running(settings: FerretSettings) -> bool:
+    try:
+        with session_scope(settings.database_url) as session:
+            job = session.get(Job, 1)
+            return job is not None and job.state == JobState.RUNNING
+    except Exception:  # the database is not made yet
+        return False

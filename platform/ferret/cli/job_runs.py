@@ -25,11 +25,14 @@ from ferret.core.db.engine import session_scope
 from ferret.core.db.job import FINISHED_STATES, ORPHANED_ERROR, embedded_runner_gone, fail_job, get_job
 from ferret.core.db.models import Job, JobState
 from ferret.core.errors import FerretError
+from ferret.core.jobs.progress import JobInterrupted, interrupt
 from ferret.core.jobs.queue import Placement
 from ferret.core.settings import FerretSettings
 from ferret.runtime.context import AppContext
 
 FOLLOW_INTERVAL_S = 0.5
+INTERRUPT_WAIT_S = 30.0
+"""How long Ctrl-C waits for the job's thread to stop at its next report (a second Ctrl-C stops waiting)."""
 
 
 def run_command_job(ctx: AppContext, kind: str, /, *, detach: bool, **inputs: Any) -> Job | None:
@@ -52,8 +55,16 @@ def follow_here(ctx: AppContext, job_id: int) -> Job:
     try:
         return follow_job(ctx.settings, job_id, wait=ctx.jobs.wait)
     except KeyboardInterrupt:
-        with session_scope(ctx.settings.database_url) as session:
-            fail_job(session, job_id, f"Interrupted (Ctrl-C); `ferret jobs retry {job_id}` runs it again.")
+        # The thread stops at its next report and undoes its stage (a first ingest removes its corpus), holding
+        # the database meanwhile; only when it does not stop in time is the job marked from here.
+        interrupt(job_id)
+        try:
+            stopped = ctx.jobs.wait(job_id, INTERRUPT_WAIT_S)
+        except KeyboardInterrupt:
+            stopped = False
+        if not stopped:
+            with session_scope(ctx.settings.database_url) as session:
+                fail_job(session, job_id, JobInterrupted(job_id).args[0])
         console.print(f"job {job_id} interrupted; `ferret jobs retry {job_id}` runs it again")
         raise typer.Exit(130) from None
 

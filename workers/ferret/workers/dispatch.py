@@ -42,8 +42,10 @@ from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, task_id
 
 logger = logging.getLogger(__name__)
 
-_threads: dict[int, threading.Thread] = {}
-"""Embedded-mode jobs running in this process, by job id."""
+_done: dict[int, threading.Event] = {}
+"""Embedded-mode jobs run by threads of this process, by job id: each event is set when its thread ends. An event,
+not ``Thread.join``: a join that Ctrl-C interrupts leaves the thread looking stopped while it still runs (CPython
+3.11), and the Ctrl-C path must wait for the thread to stop."""
 
 
 def start_job(
@@ -150,9 +152,15 @@ def _run_in_thread(session: Session, job: Job, work: Callable[[], None]) -> Job:
     set_celery_id(session, job.id, embedded_owner())
     session.commit()
     session.refresh(job)
-    thread = threading.Thread(target=work, name=f"ferret-job-{job.id}", daemon=True)
-    _threads[job.id] = thread
-    thread.start()
+    done = _done[job.id] = threading.Event()
+
+    def run() -> None:
+        try:
+            work()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"ferret-job-{job.id}", daemon=True).start()
     return job
 
 
@@ -188,13 +196,12 @@ def _run_detached(session: Session, settings: FerretSettings, job: Job) -> Job:
 
 def wait_for_embedded_job(job_id: int, timeout_s: float | None = None) -> bool:
     """Wait for an embedded-mode job of this process to end; False when it still runs after ``timeout_s``."""
-    thread = _threads.get(job_id)
-    if thread is None:
+    done = _done.get(job_id)
+    if done is None:
         return True
-    thread.join(timeout_s)
-    if thread.is_alive():
+    if not done.wait(timeout_s):
         return False
-    _threads.pop(job_id, None)
+    _done.pop(job_id, None)
     return True
 
 

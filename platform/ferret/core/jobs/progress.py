@@ -44,6 +44,23 @@ class JobCancelled(JobStopped):
         super().__init__(job_id, f"Job {job_id} was cancelled.")
 
 
+class JobInterrupted(JobStopped):
+    """The user interrupted the command that follows the job in this process (Ctrl-C); raised at the stage's next
+    report, so the stage stops through its usual error path and lets go of the database before the job is marked."""
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__(job_id, f"Interrupted (Ctrl-C); `ferret jobs retry {job_id}` runs it again.")
+
+
+_interrupted: set[int] = set()
+
+
+def interrupt(job_id: int) -> None:
+    """Stop a job that a thread of this process runs, at its next progress report. No database write is needed (the
+    stage may hold SQLite's write lock: a report of the interrupt would wait for it)."""
+    _interrupted.add(job_id)
+
+
 class JobProgress:
     """The progress callback of one stage of a job (see the module docstring)."""
 
@@ -88,7 +105,9 @@ class JobProgress:
         self.counts.update(counts)
 
     def flush(self) -> None:
-        """Write now and check for a cancel (raises ``JobCancelled``)."""
+        """Write now and check for a cancel (raises ``JobCancelled``) or an interrupt (``JobInterrupted``)."""
+        if self.job_id in _interrupted:
+            raise JobInterrupted(self.job_id)
         self._last_write = self._clock()
         start, end = self.span
         overall = start + self._fraction * (end - start)
