@@ -18,7 +18,7 @@ def test_start_list_get_and_cancel_a_pipeline_job(client: TestClient, auth: Auth
         "corpus": "kb",
         "examples": [
             {"query": "what comes out of a volcano", "document": "pub-1"},
-            {"query": "who pays the drilling crew", "document": "b-1"},
+            {"query": "when does the museum open", "document": "pub-2"},
         ],
     }
     assert client.post("/v1/tasks", json=task, headers=admin).status_code == 201
