@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -47,10 +48,11 @@ def _tokenizer(path: str) -> Any:
 
 
 def _location(config: dict[str, Any] | None) -> str | None:
-    """Where a source reads from (a folder's root, a BEIR file's path), as its config stores it."""
+    """Where a source reads from (a folder's root, a BEIR folder's path), absolute: a root stored relative by an
+    older Ferret is the same folder as its absolute spelling."""
     config = config or {}
     value = config.get("root", config.get("path"))
-    return str(value) if value is not None else None
+    return str(Path(str(value)).expanduser().resolve()) if value is not None else None
 
 
 def chunker_for(corpus: Corpus, settings: FerretSettings) -> PassageChunker:
