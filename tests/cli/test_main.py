@@ -125,6 +125,9 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
 
     corpora = runner.invoke(app, ["corpora"])
     assert "docs: 3 documents, 3 passages" in corpora.stdout
+    sources = runner.invoke(app, ["source", "list"], env={"COLUMNS": "220"})
+    row = next(line for line in sources.stdout.splitlines() if "filesystem" in line)
+    assert "ingested 20" in row and "never" not in row, row  # an ingest keeps no sync report: when it ran, then
 
     # Only one version ever active: nothing to roll back to.
     assert_one_sentence_error(

@@ -84,6 +84,7 @@ def list_command(
                 "enabled": source.enabled,
                 "schedule_minutes": source.schedule_minutes,
                 "last_sync": run_summary(last_sync_run(ctx.session, source)),
+                "last_run_at": source.last_run_at.isoformat() if source.last_run_at else None,
             }
             for source in sources
         ]
@@ -96,13 +97,20 @@ def list_command(
         for row in rows:
             last: dict[str, Any] = row["last_sync"]
             counts: dict[str, Any] = last.get("counts", {})
+            if not last and row["last_run_at"]:  # loaded by `ferret ingest`, which keeps no sync report
+                when, figures = f"ingested {row['last_run_at'][:19]}", "-"
+            else:
+                when = f"{last.get('state', 'never')} {last.get('started_at', '')[:19]}"
+                figures = "/".join(
+                    str(counts.get(key, 0)) for key in ("new", "changed", "deleted", "permission_updates")
+                )
             table.add_row(
                 row["name"],
                 row["kind"],
                 f"{row['schedule_minutes']} min" if row["schedule_minutes"] else "manual",
-                f"{last.get('state', 'never')} {last.get('started_at', '')[:19]}",
-                "/".join(str(counts.get(key, 0)) for key in ("new", "changed", "deleted", "permission_updates")),
-                str(counts.get("skipped", 0)),
+                when,
+                figures,
+                str(counts.get("skipped", 0)) if last else "-",
                 (last.get("error") or "")[:60],
             )
         console.print(table)
