@@ -149,6 +149,13 @@ def test_malformed_json_is_422(client: TestClient, auth: Auth) -> None:
         headers={**auth("search-a"), "Content-Type": "application/json"},
     )
     assert response.status_code == 422
+    # the location was a character offset read as a field name: "not valid at 'body.10': JSON decode error"
+    assert response.json()["detail"] == "The request body is not valid JSON at character 10; send a JSON object."
+    untyped = client.post("/v1/corpora/kb/search", content=b'{"query": "x"}', headers=auth("search-a"))
+    assert untyped.status_code == 422
+    assert untyped.json()["detail"] == (
+        "The request body must be a JSON object, sent with 'Content-Type: application/json'."
+    )
 
 
 def test_health_needs_no_key(client: TestClient) -> None:

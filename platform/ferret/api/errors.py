@@ -57,6 +57,11 @@ def describe_validation(errors: list[Any]) -> tuple[str, list[dict[str, Any]]]:
     if not problems:
         return "The request is not valid.", problems
     first = problems[0]
+    if first["type"] == "json_invalid":  # its location is a character offset, not a field
+        where = f" at character {first['loc'][-1]}" if len(first["loc"]) > 1 else ""
+        return f"The request body is not valid JSON{where}; send a JSON object.", problems
+    if first["type"] == "model_attributes_type" and first["loc"] == ["body"]:  # no JSON object came
+        return "The request body must be a JSON object, sent with 'Content-Type: application/json'.", problems
     message = str(first["msg"]).rstrip(".")
     more = f" (and {len(problems) - 1} more problem{'s' * (len(problems) > 2)})" if len(problems) > 1 else ""
     return f"The request is not valid at '{_location(first['loc'])}': {message}{more}.", problems
