@@ -4,6 +4,7 @@ database and the index, in the audit trail."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -106,3 +107,12 @@ def test_index_promote_takes_the_version_as_an_argument_and_scores_are_explained
     )
     sparse = " ".join(runner.invoke(app, ["search", "glaciers", "--corpus", "kb", "--mode", "sparse"]).output.split())
     assert "scores: BM25" in sparse
+
+    # scripts read the versions as JSON; a retired version's collection is gone, so it has no points
+    assert runner.invoke(app, ["index", "gc", "--corpus", "kb", "--keep", "0"]).exit_code == 0
+    listed = json.loads(runner.invoke(app, ["index", "list", "--corpus", "kb", "--json"]).output)
+    assert [(v["version"], v["state"], v["points"], v["via"]) for v in listed["versions"]] == [
+        (1, "retired", None, "promote"),
+        (2, "active", 2, "promote"),
+    ]
+    assert listed["activations"] == "v1 (promote), v2 (promote)"

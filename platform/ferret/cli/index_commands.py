@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -47,29 +47,51 @@ def build(
 
 
 @index_app.command("list")
-def list_versions(corpus: CorpusOption) -> None:
+def list_versions(
+    corpus: CorpusOption,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of the table.")] = False,
+) -> None:
     """Index versions of a corpus with their model, state, counts and last activation, then the activation history
-    that `ferret index rollback` walks back through."""
+    that `ferret index rollback` walks back through. A retired version's collection is gone: it has no points."""
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         history = activation_history(ctx.session, corpus_row, INDEX)
         last = {activation.version: activation for activation in history}
+        rows: list[dict[str, Any]] = []
+        for v in list_index_versions(ctx.session, corpus_row):
+            activation = last.get(v.version)
+            rows.append(
+                {
+                    "version": v.version,
+                    "collection": v.collection,
+                    "model": v.model_version.name,
+                    "state": v.state.value,
+                    "passages": v.passage_count,
+                    "points": None if v.state.value == "retired" else v.point_count,
+                    "created_at": v.created_at.isoformat(),
+                    "activated_at": moment(activation.activated_at if activation is not None else v.activated_at),
+                    "activated_by": activation.actor if activation is not None else None,
+                    "via": activation.via if activation is not None else None,
+                }
+            )
+        if as_json:
+            console.print_json(data={"corpus": corpus, "versions": rows, "activations": history_line(history)})
+            return
         table = Table(title=f"index versions of {corpus}")
         for column in ("version", "collection", "model", "state", "passages", "points", "created", "activated", "by"):
             table.add_column(column)
-        for v in list_index_versions(ctx.session, corpus_row):
-            state = f"[bold green]{v.state.value}[/]" if v.state.value == "active" else v.state.value
-            activation = last.get(v.version)
+        for row in rows:
+            state = f"[bold green]{row['state']}[/]" if row["state"] == "active" else row["state"]
             table.add_row(
-                str(v.version),
-                v.collection,
-                v.model_version.name,
+                str(row["version"]),
+                row["collection"],
+                row["model"],
                 state,
-                str(v.passage_count),
-                str(v.point_count),
-                f"{v.created_at:%Y-%m-%d %H:%M}",
-                moment(activation.activated_at if activation is not None else v.activated_at),
-                f"{activation.actor} ({activation.via})" if activation is not None else "",
+                str(row["passages"]),
+                "-" if row["points"] is None else str(row["points"]),
+                row["created_at"][:16].replace("T", " "),
+                row["activated_at"],
+                f"{row['activated_by']} ({row['via']})" if row["activated_by"] is not None else "",
             )
         console.print(table)
         if history:
