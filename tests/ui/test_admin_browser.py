@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -34,6 +35,7 @@ CHROMIUM_FLAGS = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE_TIMEOUT_MS = 900_000  # a four-step training took 4 minutes on the shared 2-core machine
+LOCAL_HOSTS = {"127.0.0.1", "localhost", None}  # None: data: and blob: URLs
 
 
 @pytest.fixture
@@ -69,7 +71,13 @@ def browser_page(profile: Path) -> Iterator[Any]:
             viewport={"width": 1280, "height": 900},
         )
         try:
-            yield browser.new_page()
+            page = browser.new_page()
+            page.outside = []  # every request for another host than this machine (nothing may leave it)
+            page.on(
+                "request",
+                lambda request: urlsplit(request.url).hostname not in LOCAL_HOSTS and page.outside.append(request.url),
+            )
+            yield page
         finally:
             browser.close()
 
@@ -158,6 +166,7 @@ def test_task_pipeline_and_playground_in_a_browser(admin_url: str, artifacts: Pa
             expect(page.get_by_role("option", name=re.compile(r"kb-trivia-e2e · live"))).to_be_visible(timeout=30_000)
             page.keyboard.press("Escape")
             page.screenshot(path=str(artifacts / "3-playground.png"), full_page=True)
+            assert page.outside == []  # page icons fetched favicons from fonts.gstatic.com on every page
         except Exception:
             page.screenshot(path=str(artifacts / "failure.png"), full_page=True)
             raise

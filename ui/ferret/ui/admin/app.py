@@ -13,23 +13,25 @@ from pathlib import Path
 import streamlit as st
 
 VIEWS = Path(__file__).resolve().parent / "views"
+# No page icons: Streamlit turns a page's ":material/...:" icon into the browser tab's favicon, fetched from
+# fonts.gstatic.com on every page view, and nothing may leave the machine.
 PAGES = [
-    ("overview.py", "Overview", ":material/dashboard:"),
-    ("tasks.py", "Tasks", ":material/edit_note:"),
-    ("jobs.py", "Jobs", ":material/play_circle:"),
-    ("synthetic.py", "Synthetic data", ":material/science:"),
-    ("evaluation.py", "Evaluation and versions", ":material/leaderboard:"),
-    ("playground.py", "Search playground", ":material/search:"),
-    ("sources.py", "Sources", ":material/sync:"),
-    ("access.py", "Access", ":material/key:"),
+    ("overview.py", "Overview"),
+    ("tasks.py", "Tasks"),
+    ("jobs.py", "Jobs"),
+    ("synthetic.py", "Synthetic data"),
+    ("evaluation.py", "Evaluation and versions"),
+    ("playground.py", "Search playground"),
+    ("sources.py", "Sources"),
+    ("access.py", "Access"),
 ]
 
 
 def main() -> None:
     st.set_page_config(page_title="Ferret admin", layout="wide")
     pages = [
-        st.Page(VIEWS / file, title=title, icon=icon, url_path=file.removesuffix(".py"), default=index == 0)
-        for index, (file, title, icon) in enumerate(PAGES)
+        st.Page(VIEWS / file, title=title, url_path=file.removesuffix(".py"), default=index == 0)
+        for index, (file, title) in enumerate(PAGES)
     ]
     st.sidebar.title("Ferret admin")
     st.navigation(pages).run()
