@@ -205,6 +205,25 @@ def test_cancel_a_queued_job_and_refuse_a_bad_setting(populated_home: Path) -> N
     assert app.error[0].value == "Model version 'base' already exists; choose another model name."
 
 
+def test_an_ingest_jobs_card_shows_its_own_counts(populated_home: Path) -> None:
+    """The card read a sync's names (new, changed) from an ingest's counts (added, updated): 0 for 14 documents."""
+    finish_the_fixtures_job()
+    with open_context() as context:
+        context.session.add(
+            Job(
+                kind="ingest",
+                state=JobState.SUCCEEDED,
+                progress=1.0,
+                counts={"added": 14, "updated": 0, "unchanged": 2},
+            )
+        )
+    app = run(page("jobs"))
+
+    captions = [caption.value for caption in app.caption]
+    assert "added 14 · updated 0 · unchanged 2" in captions, captions
+    assert not any(caption.startswith("new 0") for caption in captions)
+
+
 def test_synthetic_data_counts_reasons_and_shapes(populated_home: Path) -> None:
     with open_context() as context:
         task = get_task(context.session, "kb-qa")

@@ -17,8 +17,16 @@ from ferret.ui.admin.common import run_action, when
 REFRESH = timedelta(seconds=2)
 FINISHED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED)
 STAGES = ("generate", "filter", "train", "guard", "index")
-COUNT_LABELS = ("new", "changed", "unchanged", "deleted", "permission_updates", "skipped")
+SYNC_COUNTS = ("new", "changed", "unchanged", "deleted", "permission_updates", "skipped")
 """Counts of a source sync, shown beside its progress bar as the sync reaches its checkpoints."""
+INGEST_COUNTS = ("added", "updated", "unchanged", "deleted", "skipped")
+"""Counts of an ingest or a push, by their own names (``DocumentReport``); a sync's names read 0 for them."""
+
+
+def count_line(kind: str, counts: dict[str, Any]) -> str:
+    """The counts a job of ``kind`` reports, in the words of its own report; empty when it reports none."""
+    labels = SYNC_COUNTS if kind == "source_sync" else INGEST_COUNTS
+    return " · ".join(f"{label.replace('_', ' ')} {counts[label]}" for label in labels if label in counts)
 
 
 def job_card(job: Any, task_of_job: str = "") -> None:
@@ -37,9 +45,9 @@ def job_card(job: Any, task_of_job: str = "") -> None:
                 )
             )
         st.progress(min(1.0, max(0.0, job.progress)), text=f"{job.stage or job.state.value} {100 * job.progress:.0f}%")
-        counts = job.counts or {}
-        if any(label in counts for label in COUNT_LABELS):
-            st.caption(" · ".join(f"{label.replace('_', ' ')} {counts.get(label, 0)}" for label in COUNT_LABELS))
+        line = count_line(job.kind, job.counts or {})
+        if line:
+            st.caption(line)
         st.caption(
             f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · attempts {job.attempts}"
         )
