@@ -99,7 +99,8 @@ def test_a_shard_held_by_the_server_is_one_sentence(cli: Any, installation: Any)
         # the same command inside the server's process shares its shards and succeeds
         assert found(cli("search", "volcano", "--corpus", "kb", "--mode", "sparse"))
     assert text == (
-        "Error: The embedded index 'kb__v1' is open in another Ferret process (`ferret serve`, or a running ingest, "
+        "Error: The embedded index 'kb__v1' is open in another Ferret process (`ferret serve`, `ferret tui`, `ferret "
+        "admin`, or a running ingest, "
         "build or pipeline); use the running server's HTTP API, or wait for that process to stop."
     )
 
