@@ -202,3 +202,34 @@ async def test_configuration_switcher_offers_the_stored_search_configurations(po
         assert app.hits[0].title == "Bread"
         assert 0 < app.hits[0].score <= 1  # dense-only convex fusion: a cosine, not an RRF sum
         assert len(app.hits) > 1  # dense: documents without the words match too
+
+
+def test_the_local_store_sees_what_ferret_search_sees(populated_home: Path, tmp_path: Path) -> None:
+    """It searched every group, with no option and no word of it, where `ferret search` sees public documents only."""
+    from ferret.connectors.filesystem.connector import FilesystemConnector
+    from ferret.core.corpus.ingest import Ingestor
+    from ferret.core.db.corpus import create_corpus
+    from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.index.versioned_collection import VersionedCollection
+
+    folder = tmp_path / "hr"
+    folder.mkdir()
+    (folder / "plan.md").write_text("# Restructuring\n\nConfidential: the restructuring plan closes two offices.")
+    (folder / "calendar.md").write_text("# Calendar\n\nThe restructuring of the holiday calendar adds a day off.")
+    with open_context() as context:
+        corpus = create_corpus(context.session, "hr")
+        connector = FilesystemConnector(root=str(folder), name="files", acl={"plan.md": ["hr"]})
+        Ingestor(context.session, context.settings, context.backend, corpus).run(connector)
+        versions = VersionedCollection(context.session, context.settings, context.backend, corpus)
+        versions.promote(versions.build(ModelRegistry(context.session, context.settings).ensure_base()))
+
+    def seen(client: LocalSearchClient) -> tuple[str, set[str]]:
+        try:
+            hits = client.search("hr", "restructuring plan", configuration="hybrid")
+            return client.target, {hit.external_id for hit in hits}
+        finally:
+            client.close()
+
+    assert seen(LocalSearchClient()) == ("local store (public only)", {"calendar.md"})
+    assert seen(LocalSearchClient(["hr"])) == ("local store (public + hr)", {"calendar.md", "plan.md"})
+    assert seen(LocalSearchClient(all_groups=True)) == ("local store (all groups)", {"calendar.md", "plan.md"})

@@ -21,13 +21,28 @@ def tui(
     api_key_variable: Annotated[
         str, typer.Option(help="Environment variable holding the API key (with --api).")
     ] = "FERRET_API_KEY",
+    group: Annotated[
+        list[str] | None,
+        typer.Option("--group", "-g", help="Local store: search as a member of this group (and public); repeatable."),
+    ] = None,
+    all_groups: Annotated[
+        bool, typer.Option("--all-groups", help="Local store: every document, whatever its groups (an administrator).")
+    ] = False,
 ) -> None:
-    """Search as you type in the terminal (F1 for the keys); works over SSH in 80×24."""
+    """Search as you type in the terminal (F1 for the keys); works over SSH in 80×24. On the local store it sees
+    public documents only unless --group or --all-groups says more, as `ferret search` does."""
     try:
         from ferret.ui.tui import run_tui
     except ImportError:
         raise InvalidInputError("The terminal client needs the ui extra: pip install 'ferret[ui]'.") from None
-    run_tui(corpus=corpus, api=api, configuration=configuration, api_key_variable=api_key_variable)
+    run_tui(
+        corpus=corpus,
+        api=api,
+        configuration=configuration,
+        api_key_variable=api_key_variable,
+        groups=list(group or []),
+        all_groups=all_groups,
+    )
 
 
 def admin(

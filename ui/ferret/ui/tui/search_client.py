@@ -21,6 +21,7 @@ from urllib.parse import quote
 from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.models import Document
 from ferret.core.db.search_config import list_search_configs
+from ferret.core.db.source import expand_principals
 from ferret.core.errors import FerretError, ForbiddenError, InvalidInputError, NotFoundError
 from ferret.core.index.types import parse_mode
 from ferret.core.search.configuration import plan_by_name
@@ -138,12 +139,19 @@ class LocalSearchClient:
     a promotion made elsewhere is seen at the next keystroke.
     """
 
-    def __init__(self) -> None:
-
+    def __init__(self, groups: list[str] | None = None, *, all_groups: bool = False) -> None:
+        """As ``ferret search``: ``public`` only, plus the ``groups`` named (a principal such as ``user:ann@corp``
+        also as the groups the sources reported for it), or every document with ``all_groups``."""
         self._stack = ExitStack()
         self._context = self._stack.enter_context(open_context())
         self._lock = threading.Lock()
-        self.target = "local store"
+        if all_groups:
+            self._acl_groups: list[str] | None = None
+            seen = "all groups"
+        else:
+            self._acl_groups = expand_principals(self._context.session, groups) if groups else []
+            seen = f"public + {', '.join(groups)}" if groups else "public only"
+        self.target = f"local store ({seen})"
         self.notice = ""
 
     def corpora(self) -> list[str]:
@@ -172,7 +180,7 @@ class LocalSearchClient:
             plan = None
             if stored is not None:
                 plan = plan_by_name(context.session, get_corpus(context.session, corpus), stored)
-            results = context.searcher.search(corpus, text, k=k, mode=mode, plan=plan)
+            results = context.searcher.search(corpus, text, k=k, mode=mode, plan=plan, acl_groups=self._acl_groups)
         return [
             Hit(
                 corpus=corpus,
