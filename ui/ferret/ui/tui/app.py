@@ -166,7 +166,11 @@ class FerretSearchApp(App[None]):
         if key == "down" and self.focused is self.query_one(Input) and self.hits:
             self.query_one(OptionList).focus()
         elif key == "up" and self.focused is self.query_one(OptionList) and self.query_one(OptionList).highlighted == 0:
+            # back to the query, the highlight left on the first result: the list's own binding for the same key
+            # wraps it to the last one, and Down then Enter opened the wrong document
+            results = self.query_one(OptionList)
             self.query_one(Input).focus()
+            self.call_after_refresh(setattr, results, "highlighted", 0)
 
     def selected_hit(self) -> Hit | None:
         index = self.query_one(OptionList).highlighted
