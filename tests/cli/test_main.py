@@ -443,6 +443,7 @@ def test_a_ferret_home_that_cannot_be_a_folder_is_one_sentence(
 
     (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
     monkeypatch.setenv("FERRET_HOME", str(tmp_path / "a-file"))
+    monkeypatch.setenv("COLUMNS", "1000")  # a long temporary path must not be wrapped inside the sentence
     get_settings.cache_clear()
 
     outcome = run_main("corpora")

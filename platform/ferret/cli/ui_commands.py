@@ -29,8 +29,10 @@ def tui(
         bool, typer.Option("--all-groups", help="Local store: every document, whatever its groups (an administrator).")
     ] = False,
 ) -> None:
-    """Search as you type in the terminal (F1 for the keys); works over SSH in 80×24. On the local store it sees
-    public documents only unless --group or --all-groups says more, as `ferret search` does."""
+    """Search as you type in the terminal (F1 for the keys); works over SSH in 80×24.
+
+    On the local store it sees public documents only unless --group or --all-groups says more, as `ferret search`
+    does."""
     try:
         from ferret.ui.tui import run_tui
     except ImportError:
