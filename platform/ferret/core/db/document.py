@@ -7,6 +7,7 @@ from collections.abc import Collection, Iterator, Sequence
 from sqlalchemy import case, delete, func, literal, select
 from sqlalchemy.orm import Session
 
+from ferret.core.acl import may_read
 from ferret.core.corpus.chunking import passage_text
 from ferret.core.db.models import Corpus, Document, Passage
 from ferret.core.errors import NotFoundError
@@ -131,7 +132,7 @@ def readable_document(session: Session, corpus: Corpus, document_id: int, groups
         document is None
         or document.corpus_id != corpus.id
         or document.quarantine_reason is not None
-        or not set(groups).intersection(document.acl_groups)
+        or not may_read(groups, document.acl_groups)
     ):
         raise NotFoundError(f"Corpus {corpus.name!r} has no document {document_id} that this caller may read.")
     return document

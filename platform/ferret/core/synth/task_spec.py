@@ -32,6 +32,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy.orm import Session
 
+from ferret.core.acl import may_read
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.models import RetrievalTask, TaskExample
 from ferret.core.db.task import (
@@ -237,16 +238,14 @@ def _build_task(session: Session, spec: TaskSpec, readable_by: Collection[str] |
             document
             for document in found.get(example.document, [])
             if (example.source is None or document.source == example.source)
-            and (readable_by is None or not set(readable_by).isdisjoint(document.acl_groups))
+            and (readable_by is None or may_read(readable_by, document.acl_groups))
         ]
         where = f" in source {example.source!r}" if example.source is not None else ""
         if not candidates:
             close = similar_external_ids(session, corpus, example.document)
             if readable_by is not None:  # a suggestion must not name a document the caller may not read either
                 near = documents_by_external_ids(session, corpus, close)
-                close = [
-                    i for i in close if any(not set(readable_by).isdisjoint(d.acl_groups) for d in near.get(i, []))
-                ]
+                close = [i for i in close if any(may_read(readable_by, d.acl_groups) for d in near.get(i, []))]
             hint = f"did you mean {close[0]!r}? Or" if close else "check the external id or"
             raise InvalidInputError(
                 f"Example {position}'s document {example.document!r} is not in corpus {corpus.name!r}{where}; "
