@@ -71,7 +71,7 @@ def test_every_writing_page_on_postgresql(postgres_home: Path, tmp_path: Path, m
     access.multiselect(key="key-scopes").select("ingest")
     access.button[0].click()
     run(access)
-    assert access.success[0].value == "Created API key pg-bot; copy it now, it is shown only once."
+    assert access.success[0].value == "Created API key pg-bot; copy it now: only its hash is kept."
     access.button(key="revoke-key").click()
     run(access)
     with open_context() as context:

@@ -129,7 +129,7 @@ def create_key(name: str, scopes: list[str], groups_text: str) -> tuple[str, str
     with open_context() as context:
         key, plaintext = create_api_key(context.session, name, scopes, groups)
         context.session.commit()
-        return f"Created API key {key.name}; copy it now, it is shown only once.", plaintext
+        return f"Created API key {key.name}; copy it now: only its hash is kept.", plaintext
 
 
 def revoke_key(name: str) -> str:

@@ -1,5 +1,8 @@
 """Access: API keys of the HTTP API — create one (its secret shown once, only its hash is stored), list them with
-their scopes and ACL groups, revoke one — through the same functions as ``ferret apikey``."""
+their scopes and ACL groups, revoke one — through the same functions as ``ferret apikey``.
+
+A new key's secret stays on the page, in this browser session only, until the admin says it has been copied: any
+other rerun (a second click of the form's button, the revoked-keys toggle) would otherwise lose it for good."""
 
 from __future__ import annotations
 
@@ -11,6 +14,24 @@ from ferret.core.db.api_key import list_api_keys
 from ferret.core.db.models import ApiKeyScope
 from ferret.ui.admin.actions import create_key, revoke_key
 from ferret.ui.admin.common import attempt, page_context, run_action, show_notice, when
+
+NEW_KEY_STATE = "access-new-key"
+"""(message, plaintext) of the key created last in this browser session, until its secret is dismissed."""
+
+
+def _dismiss_new_key() -> None:
+    st.session_state.pop(NEW_KEY_STATE, None)
+
+
+def show_new_key() -> None:
+    """The secret of the key just created, with the button that hides it for good."""
+    created: tuple[str, str] | None = st.session_state.get(NEW_KEY_STATE)
+    if created is None:
+        return
+    message, plaintext = created
+    st.success(message)
+    st.code(plaintext, language=None)
+    st.button("I have copied it", key="dismiss-new-key", on_click=_dismiss_new_key)
 
 
 def render() -> None:
@@ -29,9 +50,8 @@ def render() -> None:
     if submitted:
         created = attempt(lambda: create_key(name, scopes, groups))
         if created:
-            message, plaintext = created
-            st.success(message)
-            st.code(plaintext, language=None)
+            st.session_state[NEW_KEY_STATE] = created
+    show_new_key()
     show_revoked = st.toggle("Show revoked keys", key="show-revoked")
     with page_context() as context:
         keys = list_api_keys(context.session, include_revoked=show_revoked)
