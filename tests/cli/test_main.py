@@ -168,6 +168,14 @@ def test_config_list_shows_the_activation_history(ferret_home: Path, encoder: Du
     assert "activations, oldest first: v1 (promote), v2 (promote), v1 (rollback)" in listed.stdout
     assert "none is active" not in listed.stdout
 
+    as_json = runner.invoke(app, ["config", "list", "--corpus", "docs", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    listing = json.loads(as_json.stdout)
+    assert listing["activations"] == "v1 (promote), v2 (promote), v1 (rollback)"
+    by_version = {row["version"]: row for row in listing["configurations"]}
+    assert (by_version[1]["active"], by_version[1]["via"], by_version[2]["via"]) == (True, "rollback", "promote")
+    assert by_version[2]["fusion"].startswith("convex α=1.00") and by_version[1]["activated_by"].startswith("cli:")
+
 
 def test_rollback_of_an_unknown_corpus_is_one_sentence(ferret_home: Path, run_main: RunMain) -> None:
     assert_one_sentence_error(run_main("index", "rollback", "--corpus", "nope"), "Corpus 'nope' does not exist")

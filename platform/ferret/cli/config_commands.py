@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -32,40 +32,53 @@ CorpusOption = Annotated[str, typer.Option("--corpus", "-c", help="Corpus name."
 
 
 @config_app.command("list")
-def list_configs(corpus: CorpusOption) -> None:
+def list_configs(
+    corpus: CorpusOption,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (for scripts) instead of the table.")] = False,
+) -> None:
     """Every configuration of a corpus with its parts, the guard's decision and its last activation, then the
     activation history that `ferret config rollback` walks back through."""
     with app_context() as ctx:
         corpus_row = get_corpus(ctx.session, corpus)
         history = activation_history(ctx.session, corpus_row, CONFIG)
         last = {activation.version: activation for activation in history}
-        table = Table(title=f"search configurations of {corpus}")
-        for column in ("version", "retriever", "fusion", "reranker", "guard", "state", "activated", "by"):
-            table.add_column(column)
         configs = list_search_configs(ctx.session, corpus_row)
+        rows: list[dict[str, Any]] = []
         for config in configs:
-            shown = describe(config)
-            guard = shown["guard"] if isinstance(shown["guard"], dict) else {}
-            reranker = (
-                f"{shown['reranker']} @{config.rerank_depth} w={config.rerank_weight:.2f}" if shown["reranker"] else "-"
-            )
             activation = last.get(config.version)
-            table.add_row(
-                str(config.version), str(shown["retriever"]), str(shown["fusion"]), reranker,
-                ("passed" if guard.get("passed") else "refused") if guard else "-",
-                "[bold green]active[/]" if config.active else "ready",
-                moment(activation.activated_at if activation is not None else config.activated_at),
-                f"{activation.actor} ({activation.via})" if activation is not None else "",
-            )  # fmt: skip
-        console.print(table)
-        if history:
-            console.print(f"activations, oldest first: {history_line(history)}", highlight=False)
-        if not any(config.active for config in configs):
-            console.print(
-                f"none is active: searches use the active index with the default fusion ({DEFAULT_FUSION.describe()}) "
-                f"and no reranker; `ferret config promote --corpus {corpus} N` makes one active",
-                highlight=False,
+            rows.append(
+                {
+                    **describe(config),
+                    "activated_at": moment(activation.activated_at if activation is not None else config.activated_at),
+                    "activated_by": activation.actor if activation is not None else None,
+                    "via": activation.via if activation is not None else None,
+                }
             )
+    if as_json:
+        console.print_json(data={"corpus": corpus, "configurations": rows, "activations": history_line(history)})
+        return
+    table = Table(title=f"search configurations of {corpus}")
+    for column in ("version", "retriever", "fusion", "reranker", "guard", "state", "activated", "by"):
+        table.add_column(column)
+    for row in rows:
+        guard = row["guard"] if isinstance(row["guard"], dict) else {}
+        reranker = f"{row['reranker']} @{row['rerank_depth']} w={row['rerank_weight']:.2f}" if row["reranker"] else "-"
+        table.add_row(
+            str(row["version"]), str(row["retriever"]), str(row["fusion"]), reranker,
+            ("passed" if guard.get("passed") else "refused") if guard else "-",
+            "[bold green]active[/]" if row["active"] else "ready",
+            str(row["activated_at"]),
+            f"{row['activated_by']} ({row['via']})" if row["activated_by"] is not None else "",
+        )  # fmt: skip
+    console.print(table)
+    if history:
+        console.print(f"activations, oldest first: {history_line(history)}", highlight=False)
+    if not any(row["active"] for row in rows):
+        console.print(
+            f"none is active: searches use the active index with the default fusion ({DEFAULT_FUSION.describe()}) "
+            f"and no reranker; `ferret config promote --corpus {corpus} N` makes one active",
+            highlight=False,
+        )
 
 
 @config_app.command("show")
