@@ -25,7 +25,7 @@ HELP = """\
   [b]Ctrl+G[/b]      choose the configuration (a mode or a stored one: config 2)
   [b]Ctrl+Y[/b]      copy the selected result's id
   [b]Ctrl+L[/b]      copy the selected result's link
-  [b]F1[/b] or [b]?[/b]      this help
+  [b]F1[/b]          this help ([b]?[/b] too, outside the search box)
   [b]Ctrl+Q[/b]      quit
 
 Copying uses the terminal's clipboard (OSC 52), so it works over SSH in
