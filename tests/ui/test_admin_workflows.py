@@ -13,10 +13,11 @@ pytest.importorskip("streamlit", reason="the admin needs the ui extra: pip insta
 
 from streamlit.testing.v1 import AppTest
 
+from ferret.core.db.corpus import create_corpus
 from ferret.core.db.job import list_jobs
 from ferret.core.db.models import Job, JobState, QueryStatus, SyntheticQuery
 from ferret.core.db.synthetic import create_run
-from ferret.core.db.task import get_task
+from ferret.core.db.task import find_task, get_task
 from ferret.core.settings import get_settings
 from ferret.ui.runtime import open_context
 from ferret_testing import free_port
@@ -90,6 +91,31 @@ def test_create_a_task_from_searched_examples_then_edit_and_export(populated_hom
         task = get_task(context.session, "kb-facts")
         assert task.description == "Answer trivia questions"
         assert [e.external_id for e in task.examples] == ["paris.md", "tides.md"]
+
+
+def test_a_new_tasks_examples_go_when_its_corpus_changes(populated_home: Path) -> None:
+    with open_context() as context:
+        create_corpus(context.session, "wiki")
+    app = run(page("tasks"))
+    app.selectbox(key="task-corpus").select("kb")
+    run(app)
+    app.text_input(key="task-name").input("wiki-facts")
+    add_example(app, "capital city France", "Paris", "what is the capital of France")
+    add_example(app, "yeast dough", "Bread", "why does bread rise")
+    run(app)
+
+    app.selectbox(key="task-corpus").select("wiki")
+    run(app)
+
+    assert app.info[0].value == (
+        "The 2 examples picked from corpus kb were removed: a task's examples are documents of its own corpus, wiki."
+    )
+    assert app.session_state["task_examples"] == []
+    app.button(key="save-task").click()
+    run(app)
+    assert any(error.value.startswith("Task 'wiki-facts' has 0 examples") for error in app.error)
+    with open_context() as context:
+        assert find_task(context.session, "wiki-facts") is None
 
 
 def test_import_yaml_and_refuse_bad_yaml_in_one_sentence(populated_home: Path) -> None:

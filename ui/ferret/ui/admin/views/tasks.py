@@ -29,6 +29,7 @@ from ferret.ui.admin.common import attempt, escape_markdown, notify, page_contex
 NEW = "New task"
 EXAMPLES_KEY = "task_examples"  # the draft's examples: dicts with document (external id), source, title, query
 EDITING_KEY = "task_editing"
+EXAMPLES_CORPUS_KEY = "task_examples_corpus"  # the corpus the draft's examples were picked from
 NEXT_CHOICE_KEY = "task_next_choice"  # the task to show after a rerun (a widget cannot be set once it exists)
 
 
@@ -37,6 +38,7 @@ def _load_draft(choice: str, task_spec: TaskSpec | None) -> None:
     if st.session_state.get(EDITING_KEY) == choice:
         return
     st.session_state[EDITING_KEY] = choice
+    st.session_state[EXAMPLES_CORPUS_KEY] = task_spec.corpus if task_spec else None
     examples: list[dict[str, Any]] = [
         {
             "document": spec.document,
@@ -50,6 +52,28 @@ def _load_draft(choice: str, task_spec: TaskSpec | None) -> None:
     st.session_state[EXAMPLES_KEY] = examples
     for index, draft in enumerate(examples):
         st.session_state[f"example-query-{index}"] = draft["query"]
+
+
+def _follow_corpus(corpus: str) -> None:
+    """A new task's examples are documents of its corpus: when the admin picks another corpus, the examples picked
+    from the first one go (an id of one corpus may name another document, or none, in the other)."""
+    picked_from = st.session_state.get(EXAMPLES_CORPUS_KEY)
+    st.session_state[EXAMPLES_CORPUS_KEY] = corpus
+    if picked_from is None or picked_from == corpus:
+        return
+    _sync_queries()
+    examples: list[dict[str, Any]] = st.session_state[EXAMPLES_KEY]
+    kept = [example for example in examples if example["document"] is None]  # given as text: no corpus
+    if len(kept) == len(examples):
+        return
+    st.session_state[EXAMPLES_KEY] = kept
+    for position, example in enumerate(kept):
+        st.session_state[f"example-query-{position}"] = example["query"]
+    dropped = len(examples) - len(kept)
+    st.info(
+        f"The {dropped} example{'s' if dropped != 1 else ''} picked from corpus {picked_from} "
+        f"{'were' if dropped != 1 else 'was'} removed: a task's examples are documents of its own corpus, {corpus}."
+    )
 
 
 def _example_finder(context: Any, corpus_name: str) -> None:
@@ -211,6 +235,7 @@ def render() -> None:
         if choice == NEW:
             name = st.text_input("Name", key="task-name")
             corpus = st.selectbox("Corpus", corpora, key="task-corpus")
+            _follow_corpus(str(corpus))
         else:
             assert current is not None
             name, corpus = current.name, current.corpus
