@@ -141,5 +141,5 @@ async def test_remote_document_gone_is_one_sentence(running_api: Any, populated_
         await pilot.press("down", "enter")
         await settle(pilot)
         assert not isinstance(app.screen, DocumentScreen)
-        assert f"Corpus 'kb' has no document {hit.document_id} that this caller may read." in status(app)
+        assert f"Document {hit.external_id!r} is no longer in corpus 'kb' (or this key may not read it)." in status(app)
         assert app.query_one("#status").has_class("error")

@@ -257,7 +257,7 @@ class RemoteSearchClient:
                 detail = str(response.json().get("detail", ""))
             except ValueError:
                 detail = ""
-            kind = ForbiddenError if response.status_code == 403 else FerretError
+            kind = {403: ForbiddenError, 404: NotFoundError}.get(response.status_code, FerretError)
             raise kind(detail or f"The API answered {response.status_code} to {method} {path}.")
         return response.json()
 
@@ -299,7 +299,13 @@ class RemoteSearchClient:
         ]
 
     def document(self, hit: Hit) -> DocumentView:
-        answer = self._request("GET", f"/v1/corpora/{quote(hit.corpus, safe='')}/documents/{hit.document_id}")
+        try:
+            answer = self._request("GET", f"/v1/corpora/{quote(hit.corpus, safe='')}/documents/{hit.document_id}")
+        except NotFoundError:
+            # The API's sentence names the document by its internal number; the reader knows it by its id.
+            raise NotFoundError(
+                f"Document {hit.external_id!r} is no longer in corpus {hit.corpus!r} (or this key may not read it)."
+            ) from None
         passages = answer["passages"]
         extra = {"groups": ", ".join(answer["acl_groups"]), "api": self.base_url}
         return in_context(hit, [str(p["text"]) for p in passages], [int(p["id"]) for p in passages], extra)
