@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -368,7 +370,15 @@ def test_a_named_pipe_is_left_out_instead_of_read_for_ever(tmp_path: Path) -> No
     os.mkfifo(tmp_path / "pipe.md")
     (tmp_path / "link-to-pipe.txt").symlink_to(tmp_path / "pipe.md")
 
-    items = load(tmp_path)  # returns: nothing opened the pipe
+    found: dict[str, Any] = {}
+    reader = threading.Thread(target=lambda: found.update(items=load(tmp_path)), daemon=True)
+    reader.start()
+    reader.join(60)
+    if reader.is_alive():  # a regression: fail, and do not hang the suite on the open pipe
+        with open(tmp_path / "pipe.md", "w"):  # a writer lets the blocked open return
+            pass
+        pytest.fail("The connector opened a named pipe and waited for a writer.")
+    items = found["items"]  # returned: nothing opened the pipe
 
     assert skip_reason(items, "pipe.md") == "not a regular file (a pipe, socket or device), left out"
     assert skip_reason(items, "link-to-pipe.txt") == "not a regular file (a pipe, socket or device), left out"
