@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ferret.cli.render import console, moment
+from ferret.cli.render import activation_fields, console
 from ferret.core.db.activation import CONFIG, activation_history, history_line
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
@@ -49,9 +49,7 @@ def list_configs(
             rows.append(
                 {
                     **describe(config),
-                    "activated_at": moment(activation.activated_at if activation is not None else config.activated_at),
-                    "activated_by": activation.actor if activation is not None else None,
-                    "via": activation.via if activation is not None else None,
+                    **activation_fields(activation, config.activated_at),
                 }
             )
     if as_json:

@@ -8,7 +8,7 @@ import typer
 from rich.table import Table
 
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
-from ferret.cli.render import console, moment
+from ferret.cli.render import activation_fields, console
 from ferret.core.db.activation import INDEX, activation_history, history_line
 from ferret.core.db.audit import cli_actor
 from ferret.core.db.corpus import get_corpus
@@ -69,9 +69,7 @@ def list_versions(
                     "passages": v.passage_count,
                     "points": None if v.state.value == "retired" else v.point_count,
                     "created_at": v.created_at.isoformat(),
-                    "activated_at": moment(activation.activated_at if activation is not None else v.activated_at),
-                    "activated_by": activation.actor if activation is not None else None,
-                    "via": activation.via if activation is not None else None,
+                    **activation_fields(activation, v.activated_at),
                 }
             )
         if as_json:

@@ -20,6 +20,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ferret.core.db.models import Activation
 from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 
 if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
@@ -33,6 +34,16 @@ err_console = Console(stderr=True)
 def moment(at: datetime | None) -> str:
     """A timestamp as the listing commands print it (seconds: two activations can fall in one minute)."""
     return f"{at:%Y-%m-%d %H:%M:%S}" if at is not None else ""
+
+
+def activation_fields(activation: Activation | None, activated_at: datetime | None) -> dict[str, str | None]:
+    """When a version was last made active, by whom and how (``--json`` rows of ``index list``, ``config list``);
+    ``activated_at`` is the version's own time, for a version activated before the history was kept."""
+    return {
+        "activated_at": moment(activation.activated_at if activation is not None else activated_at),
+        "activated_by": activation.actor if activation is not None else None,
+        "via": activation.via if activation is not None else None,
+    }
 
 
 PROGRESS_INTERVAL_ENV = "FERRET_PROGRESS_INTERVAL_S"
