@@ -70,7 +70,7 @@ def fresh(tmp_path: Path) -> FerretSettings:
 def exported(cross_encoder_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     settings = FerretSettings(home=tmp_path_factory.mktemp("home"), onnx_cache=tmp_path_factory.mktemp("onnx"))
     folder = reranker_onnx_folder(settings, cross_encoder_folder)
-    return export_reranker(Reranker(cross_encoder_folder), folder, int8=True)
+    return export_reranker(Reranker(cross_encoder_folder).model, folder, int8=True)
 
 
 def _spearman(a: np.ndarray, b: np.ndarray) -> float:

@@ -18,8 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ferret.core.encoder.onnx_export import length_buckets
-from ferret.core.encoder.onnx_query_encoder import served_max_seq_length
+from ferret.core.encoder.onnx_export import length_buckets, served_max_seq_length
 from ferret.core.errors import InvalidInputError
 
 

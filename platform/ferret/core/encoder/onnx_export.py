@@ -37,6 +37,13 @@ class OnnxUnavailableError(Exception):
     """An ONNX export cannot be used for this model (missing, corrupt, unsupported or no onnxruntime)."""
 
 
+def served_max_seq_length(native: int, max_position_embeddings: int, max_passage_tokens: int) -> int:
+    """The truncation length Ferret serves a model with: long enough for a whole passage, within its positions.
+
+    ``DualEncoder.load`` and the ONNX encoder both use this, so the two towers truncate a query identically."""
+    return min(max(native, max_passage_tokens + 2), max_position_embeddings - 2)
+
+
 def model_fingerprint(model_path: str | Path, header: str) -> str:
     """A key of the model folder's content, from each file's relative path, size and modification time.
 

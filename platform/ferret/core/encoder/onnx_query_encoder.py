@@ -38,11 +38,15 @@ from ferret.core.encoder.onnx_export import (
     padded_batches,
     quantize_int8,
     read_export,
+    served_max_seq_length,
     set_tokenizer_lengths,
     write_export,
 )
 from ferret.core.encoder.onnx_export import model_fingerprint as _fingerprint
 from ferret.core.settings import FerretSettings
+
+if TYPE_CHECKING:
+    from ferret.core.encoder.dual_encoder import DualEncoder
 
 __all__ = [
     "FAILED_FILE",
@@ -56,9 +60,6 @@ __all__ = [
     "onnx_folder",
     "quantize_int8",
 ]
-
-if TYPE_CHECKING:
-    from ferret.core.encoder.dual_encoder import DualEncoder
 
 EXPORT_FORMAT = 1
 """Bumped when what is written changes, so older cache folders are not read."""
@@ -75,13 +76,6 @@ def model_fingerprint(model_path: str | Path) -> str:
 def onnx_folder(settings: FerretSettings, model_path: str | Path) -> Path:
     """Where the export of the model folder's current files lives (it may not exist yet)."""
     return onnx_cache_root(settings) / model_fingerprint(model_path)
-
-
-def served_max_seq_length(native: int, max_position_embeddings: int, max_passage_tokens: int) -> int:
-    """The truncation length Ferret serves a model with: long enough for a whole passage, within its positions.
-
-    ``DualEncoder.load`` and the ONNX encoder both use this, so the two towers truncate a query identically."""
-    return min(max(native, max_passage_tokens + 2), max_position_embeddings - 2)
 
 
 @dataclass(frozen=True)

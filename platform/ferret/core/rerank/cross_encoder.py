@@ -139,7 +139,7 @@ def _open_or_fall_back(path: Path, name: str, settings: FerretSettings) -> Cross
     if rebuild:  # a corrupt export: remove it, so that it is written again below
         shutil.rmtree(folder, ignore_errors=True)
     try:
-        export_reranker(reranker, folder, int8=int8)
+        export_reranker(reranker.model, folder, int8=int8)
     except Exception as error:  # the search is served either way; the reason is kept in the log
         logger.info("ONNX export of reranker %s failed: %s", path, error)
     return reranker
@@ -159,7 +159,7 @@ def prepare_reranker(path: str | Path, settings: FerretSettings) -> None:
             if int8:
                 quantize_int8(folder)
             return
-        export_reranker(Reranker(path), folder, int8=int8)
+        export_reranker(Reranker(path).model, folder, int8=int8)
     except Exception as error:
         logger.warning("Reranker %s will score with torch: no ONNX export (%s).", path, error)
 

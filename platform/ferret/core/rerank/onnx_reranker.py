@@ -14,7 +14,7 @@ the model says otherwise). The activation matters: search fuses min-max normalis
 or activation is not exported; torch serves it.
 
 Example:
-    >>> folder = export_reranker(Reranker(path), reranker_onnx_folder(settings, path))
+    >>> folder = export_reranker(Reranker(path).model, reranker_onnx_folder(settings, path))
     >>> OnnxReranker.open(folder, max_length=128).score("aspirin", ["Aspirin inhibits COX.", "Paris."]).shape
     (2,)
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -38,9 +38,6 @@ from ferret.core.encoder.onnx_export import (
     write_export,
 )
 from ferret.core.settings import FerretSettings
-
-if TYPE_CHECKING:
-    from ferret.core.rerank.cross_encoder import Reranker
 
 EXPORT_FORMAT = 1
 """Bumped when what is written changes, so older cache folders are not read."""
@@ -66,9 +63,9 @@ class RerankerPipeline:
     pad_type_id: int
 
 
-def _pipeline_of(reranker: Reranker) -> RerankerPipeline:
-    """The pipeline of a loaded cross-encoder; ``OnnxUnavailableError`` for any part not reproduced."""
-    model: Any = reranker.model
+def _pipeline_of(model: Any) -> RerankerPipeline:
+    """The pipeline of a loaded sentence-transformers ``CrossEncoder``; ``OnnxUnavailableError`` for any part not
+    reproduced."""
     names = [type(module).__name__ for module in model]
     if names != ["Transformer"] or getattr(model[0], "transformer_task", "") != "sequence-classification":
         raise OnnxUnavailableError(f"modules {names} (only one sequence-classification Transformer is exported)")
@@ -93,14 +90,14 @@ def _pipeline_of(reranker: Reranker) -> RerankerPipeline:
     )
 
 
-def export_reranker(reranker: Reranker, folder: Path, *, int8: bool = False) -> Path:
-    """Export the reranker's classifier (fp32, on CPU) with its pipeline and tokenizer into ``folder``, atomically
-    (``onnx_export.staging_folder``); its int8 variant too for ``int8``. Raises ``OnnxUnavailableError`` when the
-    model cannot be exported (the reason is kept in ``export-failed.txt``, so it is not tried again)."""
-    model: Any = reranker.model
+def export_reranker(model: Any, folder: Path, *, int8: bool = False) -> Path:
+    """Export a loaded ``CrossEncoder``'s classifier (``Reranker.model``; fp32, on CPU) with its pipeline and tokenizer
+    into ``folder``, atomically (``onnx_export.staging_folder``); its int8 variant too for ``int8``. Raises
+    ``OnnxUnavailableError`` when the model cannot be exported (the reason is kept in ``export-failed.txt``, so it is
+    not tried again)."""
     return write_export(
         folder,
-        describe=lambda: _pipeline_of(reranker),
+        describe=lambda: _pipeline_of(model),
         network=model.model,
         tokenizer=model.tokenizer,
         example=model.tokenizer(["a query", "a second query"], ["a passage", "a longer second passage"], padding=True),
