@@ -13,7 +13,7 @@ from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
 
 from ferret.core.db.api_key import revoke_api_key
-from ferret.ui.query_terms import query_terms
+from ferret.core.search.snippets import query_terms
 from ferret.ui.runtime import open_context
 from ferret.ui.tui.app import FerretSearchApp
 from ferret.ui.tui.highlight import snippet_text

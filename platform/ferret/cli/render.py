@@ -19,9 +19,11 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from ferret.core.db.models import Activation
 from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
+from ferret.core.search.snippets import snippet_window, terms_pattern
 
 if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
     from ferret.core.eval.evaluate import EvalRow
@@ -138,6 +140,26 @@ def score_legend(mode: str, fusion: Fusion = DEFAULT_FUSION) -> str:
     return f"scores: α·dense + (1-α)·BM25 with α={fusion.weight:.2f}, each {scale}, so 1 is first in both"
 
 
+SNIPPET_WIDTH = 240
+SNIPPET_INDENT = 6
+
+
+def result_snippet(text: str, query: str) -> Text:
+    """The passage around the query's first word, the query's words in bold (as the terminal client marks them)."""
+    snippet = Text(snippet_window(text, query, width=SNIPPET_WIDTH))
+    pattern = terms_pattern(query)
+    if pattern is not None:
+        snippet.highlight_regex(pattern, "bold")
+    return snippet
+
+
+def print_indented(text: Text, indent: int) -> None:
+    """``text`` wrapped to the console's width, every line indented (a plain print indents only the first)."""
+    for line in text.wrap(console, max(20, console.width - indent)):
+        line.rstrip()
+        console.print(Text(" " * indent) + line, highlight=False)
+
+
 def print_results(
     query: str, results: Sequence[SearchResult], mode: str | None = None, fusion: Fusion = DEFAULT_FUSION
 ) -> None:
@@ -147,9 +169,9 @@ def print_results(
     for rank, result in enumerate(results, start=1):
         title = result.title or result.external_id
         console.print(f"  {rank:>2}. [cyan]{title}[/cyan]  [dim]{result.score:.4f}  {result.external_id}[/dim]")
-        console.print(f"      {result.snippet()}", highlight=False)
+        print_indented(result_snippet(result.text, query), SNIPPET_INDENT)
     if results and mode is not None:
-        console.print(f"  [dim]{score_legend(mode, fusion)}[/dim]", highlight=False)
+        print_indented(Text(score_legend(mode, fusion), style="dim"), 2)
 
 
 def eval_table(title: str, rows: Sequence[EvalRow]) -> Table:

@@ -23,7 +23,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from ferret.core.errors import FerretError
-from ferret.ui.query_terms import query_terms
+from ferret.core.search.snippets import terms_pattern
 from ferret.ui.runtime import AppContext, open_context
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
@@ -107,10 +107,9 @@ def escape_markdown(text: str) -> str:
 def highlight_markdown(text: str, query: str) -> str:
     """``text`` as Markdown with the query's words in bold (words escaped first, so a document cannot inject)."""
 
-    terms = query_terms(query)
-    if not terms:
+    pattern = terms_pattern(query)
+    if pattern is None:
         return escape_markdown(text)
-    pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\w*", re.IGNORECASE)
     parts: list[str] = []
     last = 0
     for match in pattern.finditer(text):
