@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -9,12 +10,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import create_corpus
-from ferret.core.db.models import Job
-from ferret.core.errors import InvalidInputError, NotFoundError
+from ferret.core.db.models import Job, JobState
+from ferret.core.errors import InvalidInputError, NotFoundError, UnavailableError
 from ferret.core.jobs.catalog import JOB_KINDS
 from ferret.core.jobs.queue import JobQueue
 from ferret.core.settings import FerretSettings
 from ferret.workers.dispatch import Dispatcher, start_job
+from ferret_testing import free_port
 
 
 def _jobs(session: Session) -> int:
@@ -53,3 +55,22 @@ def test_bad_inputs_are_one_sentence_and_write_no_job(
 
     session.rollback()
     assert _jobs(session) == 0
+
+
+def test_a_broker_that_is_down_is_a_503_sentence_without_its_password(
+    settings: FerretSettings, session: Session, tmp_path: Path
+) -> None:
+    (tmp_path / "a.md").write_text("Badges are replaced at the front desk.", encoding="utf-8")
+    create_corpus(session, "docs")
+    session.commit()
+    down = settings.model_copy(update={"broker_url": f"redis://:S3cretRedisPass@127.0.0.1:{free_port()}/0"})
+
+    with pytest.raises(UnavailableError) as raised:
+        start_job(session, down, "ingest", corpus="docs", source_kind="filesystem", config={"root": str(tmp_path)})
+
+    message = str(raised.value)
+    assert message.startswith("Could not reach the Celery broker at redis://:***@127.0.0.1:")
+    assert "S3cretRedisPass" not in message and ". " not in message  # one sentence
+    job = session.scalars(select(Job)).one()  # the row the retry reruns, named in the sentence
+    assert f"job {job.id} is recorded as failed and can be retried" in message
+    assert job.state == JobState.FAILED and "S3cretRedisPass" not in (job.error or "")

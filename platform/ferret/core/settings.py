@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -217,6 +218,16 @@ class FerretSettings(BaseSettings):
                     f"FERRET_HOME {self.home} cannot hold Ferret's data ({reason}: {path}); point it at a writable "
                     "folder."
                 ) from None
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its password replaced by ``***`` (``redis://:secret@host/0`` → ``redis://:***@host/0``), for a
+    server URL that an error message names to a client or a log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 @lru_cache(maxsize=1)

@@ -32,12 +32,12 @@ from sqlalchemy.orm import Session
 from ferret.connectors.registry import build_connector, get_connector_class
 from ferret.core.db.job import create_job, embedded_owner, fail_job, reopen_job, request_cancel, set_celery_id
 from ferret.core.db.models import Job
-from ferret.core.errors import FerretError
+from ferret.core.errors import UnavailableError
 from ferret.core.jobs.catalog import JOB_KINDS, pipeline_of
 from ferret.core.jobs.queue import JobQueue, Placement
 from ferret.core.jobs.runner import run_job
 from ferret.core.pipeline.declaration import LaunchContext, Pipeline
-from ferret.core.settings import FerretSettings
+from ferret.core.settings import FerretSettings, redacted_url
 from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, task_id
 
 logger = logging.getLogger(__name__)
@@ -131,11 +131,13 @@ def _send(session: Session, settings: FerretSettings, job: Job, send: Callable[[
     try:
         send()
     except Exception as error:
-        fail_job(session, job.id, f"Could not send the job to the broker: {type(error).__name__}: {error}")
+        broker = redacted_url(settings.broker_url or "")
+        reason = str(error).replace(settings.broker_url or "\0", broker)
+        fail_job(session, job.id, f"Could not send the job to the broker at {broker}: {type(error).__name__}: {reason}")
         session.commit()
-        raise FerretError(
-            f"Could not reach the Celery broker at {settings.broker_url}; check that Redis is running "
-            "(or unset FERRET_BROKER_URL to run jobs in-process)."
+        raise UnavailableError(
+            f"Could not reach the Celery broker at {broker}; check that Redis is running (or unset "
+            f"FERRET_BROKER_URL to run jobs in-process); job {job.id} is recorded as failed and can be retried."
         ) from error
     set_celery_id(session, job.id, celery_id)
     session.commit()
