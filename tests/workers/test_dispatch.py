@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +12,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import create_corpus
+from ferret.core.db.job import active_jobs, create_job, mark_cancelled
 from ferret.core.db.models import Job, JobState
-from ferret.core.errors import InvalidInputError, NotFoundError, UnavailableError
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
 from ferret.core.jobs.catalog import JOB_KINDS
 from ferret.core.jobs.queue import JobQueue
+from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.settings import FerretSettings
 from ferret.workers.dispatch import Dispatcher, start_job
 from ferret_testing import free_port
@@ -74,3 +78,48 @@ def test_a_broker_that_is_down_is_a_503_sentence_without_its_password(
     job = session.scalars(select(Job)).one()  # the row the retry reruns, named in the sentence
     assert f"job {job.id} is recorded as failed and can be retried" in message
     assert job.state == JobState.FAILED and "S3cretRedisPass" not in (job.error or "")
+
+
+@pytest.mark.parametrize(
+    ("config", "error", "message"),
+    [
+        (PipelineConfig(round_trip="nomodel"), NotFoundError, "Model version 'nomodel' does not exist"),
+        (PipelineConfig(init="realm:nomodel"), NotFoundError, "Model version 'nomodel' does not exist"),
+        (PipelineConfig(round_trip="hybrid"), InvalidInputError, "corpus 'facts' has none; index it first"),
+    ],
+)
+def test_a_pipeline_naming_what_its_later_stages_lack_is_refused_at_once(
+    settings: FerretSettings,
+    session: Session,
+    facts: Callable[..., int],
+    config: PipelineConfig,
+    error: type[Exception],
+    message: str,
+) -> None:
+    """Checked before the job is written, not after hours of generation (the filter and train stages read them)."""
+    facts(session, "facts", "facts-task")
+
+    with pytest.raises(error, match=re.escape(message)):
+        start_job(session, settings, "pipeline", task="facts-task", config=config)
+
+    session.rollback()
+    assert _jobs(session) == 0
+
+
+def test_a_second_pipeline_of_a_task_waits_for_the_first(
+    settings: FerretSettings, session: Session, facts: Callable[..., int]
+) -> None:
+    """Two runs of one task at once wrote the same generation run's queries: one failed on a unique constraint."""
+    facts(session, "facts", "facts-task")
+    running = create_job(session, "pipeline")
+    running.state, running.params = JobState.RUNNING, {"task": "facts-task"}
+    session.commit()
+
+    with pytest.raises(ConflictError, match=f"Task 'facts-task' already has pipeline job {running.id}; wait for it"):
+        start_job(session, settings, "pipeline", task="facts-task", config=PipelineConfig())
+
+    session.rollback()
+    assert _jobs(session) == 1
+    mark_cancelled(session, running.id)
+    session.commit()
+    assert active_jobs(session, "pipeline", task="facts-task") == []  # a finished one does not count

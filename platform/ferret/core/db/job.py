@@ -87,6 +87,14 @@ def list_jobs(
     return list(session.scalars(statement))
 
 
+def active_jobs(session: Session, kind: str, **params: str) -> list[Job]:
+    """The queued and running jobs of ``kind`` whose parameters hold ``params`` (``task="faq"``), oldest first."""
+    query = select(Job).where(Job.kind == kind, Job.state.in_((JobState.QUEUED, JobState.RUNNING)))
+    for key, value in params.items():
+        query = query.where(Job.params[key].as_string() == value)  # JSON path: SQLite json_extract, PostgreSQL ->>
+    return list(session.scalars(query.order_by(Job.id)))
+
+
 def set_celery_id(session: Session, job_id: int, celery_id: str) -> None:
     session.execute(update(Job).where(Job.id == job_id).values(celery_id=celery_id, updated_at=utcnow()))
 
@@ -188,8 +196,9 @@ def mark_cancelled(session: Session, job_id: int) -> Job:
     return get_job(session, job_id)
 
 
-def request_cancel(session: Session, job_id: int) -> Job:
-    """Cancel a job: a queued one at once, a running one at its next progress check; a cancelled one stays so.
+def request_cancel(session: Session, job_id: int, *, force: bool = False) -> Job:
+    """Cancel a job: a queued one at once, a running one at its next progress check (with ``force``: at once, for a
+    job whose worker died; a stage still running stops at its next check); a cancelled one stays so.
 
     Raises ``ConflictError`` for a job that already succeeded or failed: there is nothing left to stop.
     """
@@ -207,6 +216,8 @@ def request_cancel(session: Session, job_id: int) -> Job:
     session.execute(
         update(Job).where(Job.id == job_id, Job.state == JobState.RUNNING).values(cancel_requested=True, updated_at=now)
     )
+    if force:
+        return mark_cancelled(session, job_id)
     return get_job(session, job_id)
 
 

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.document import passage_texts_of_documents
 from ferret.core.db.index_version import active_index_version, live_index_versions
+from ferret.core.db.job import active_jobs
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
@@ -61,6 +62,8 @@ from ferret.core.training.hard_negatives import bm25_hard_negatives, bm25_residu
 from ferret.core.training.positives import passage_positives
 
 JOB_PIPELINE = "pipeline"
+ROUND_TRIP_RETRIEVERS = ("none", "bm25", "hybrid")
+"""Round trips that no model version names (``PipelineConfig.round_trip``; any other value is one)."""
 """The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
 
 
@@ -327,6 +330,17 @@ def prepare_job(
     checked = (config or PipelineConfig()).validated()
     if checked.model_name is not None and find_model_version(session, checked.model_name) is not None:
         raise ConflictError(f"Model version {checked.model_name!r} already exists; choose another model name.")
+    # What the later stages read is checked now, not after the hours of generation before them.
+    for named in (checked.init_model, checked.round_trip):
+        if named is not None and named not in (*ROUND_TRIP_RETRIEVERS, BASE_MODEL_NAME):
+            get_model_version(session, named)  # NotFoundError naming the known versions
+    if checked.round_trip == "hybrid" and active_index_version(session, row.corpus) is None:
+        raise InvalidInputError(
+            f"Round trip 'hybrid' searches the active index, and corpus {row.corpus.name!r} has none; index it first."
+        )
+    # Two runs of one task would write the same generation run's queries (its samples are keyed by document).
+    for running in active_jobs(session, JOB_PIPELINE, task=row.name):
+        raise ConflictError(f"Task {row.name!r} already has pipeline job {running.id}; wait for it or cancel it.")
 
     def begin(job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         name = checked.model_name or f"{row.name}-job{job_id}"
