@@ -25,6 +25,7 @@ from ferret.core.db.job import (
     mark_cancelled,
     process_alive,
     process_identity,
+    reopen_job,
     request_cancel,
     set_celery_id,
     start_attempt,
@@ -100,6 +101,22 @@ def test_cancel_queued_at_once_running_at_next_check(job_database_url: str) -> N
 
         with pytest.raises(ConflictError, match="already succeeded"):
             request_cancel(session, done)
+
+
+def test_a_forced_cancel_ends_a_running_job_whose_worker_died_and_a_retry_reopens_it(job_database_url: str) -> None:
+    with session_scope(job_database_url) as session:
+        job_id = create_job(session, "pipeline").id
+        job = get_job(session, job_id)
+        job.payload = {"job_id": job_id}
+        session.commit()
+        start_attempt(session, job_id, "train")
+        session.commit()
+
+        job = request_cancel(session, job_id, force=True)
+
+        assert job.state == JobState.CANCELLED and job.finished_at is not None and job.cancel_requested
+        assert update_progress(session, job_id, progress=0.5) is True  # a stage still running stops at its check
+        assert reopen_job(session, job_id).state == JobState.QUEUED
 
 
 def test_progress_reporter_throttles_and_raises_on_cancel(job_database_url: str) -> None:

@@ -26,9 +26,10 @@ from ferret.core.db.models import (
     SyntheticQuery,
 )
 from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.jobs.queue import Placement
 from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.settings import FerretSettings
-from ferret.workers.dispatch import cancel_job, start_job, wait_for_embedded_job
+from ferret.workers.dispatch import cancel_job, retry_job, start_job, wait_for_embedded_job
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -134,6 +135,31 @@ def test_cancel_stops_a_running_job(session: Session, workers: Any, facts: Calla
     session.expire_all()
     assert _count(session, select(func.count(ModelVersion.id)).where(ModelVersion.name != "base")) == 0
     assert _count(session, select(func.count(IndexVersion.id))) == 0  # nothing built, nothing promoted
+
+
+def test_a_cancel_between_stages_ends_the_job_when_the_next_worker_drops_its_stage(
+    session: Session, workers: Any, facts: Callable[..., int]
+) -> None:
+    """The filter is done and the train task waits in the gpu queue, whose worker is down: the cancel revokes it,
+    and the gpu worker that starts later drops it. The job must end cancelled (it read "running" for good)."""
+    task_id = facts(session, "facts", "facts-task")
+    llm, cpu = workers.start("llm"), workers.start("cpu")
+    workers.wait_ready(llm, cpu)
+    job_id = _start(session, workers.settings, task_id, PipelineConfig(**{**QUICK.to_json(), "promote": "force"}))
+    workers.wait_for(job_id, lambda j: "filter" in (j.result or {}).get("stages_done", []) or j.state in FINISHED)
+
+    job = cancel_job(session, workers.settings, job_id)
+    assert job.cancel_requested and job.state == JobState.RUNNING
+    gpu = workers.start("gpu")
+
+    job = workers.wait_for(job_id, lambda j: j.state in FINISHED, timeout_s=180)
+
+    assert job.state == JobState.CANCELLED and job.stage == "filter"
+    assert f"ferret-job-{job_id}-train" in gpu.tail(200)  # dropped, not run
+    session.expire_all()
+    assert _count(session, select(func.count(ModelVersion.id)).where(ModelVersion.name != "base")) == 0
+    retried = retry_job(session, workers.settings, job_id, placement=Placement.QUEUE)  # and it can run again
+    assert retried.state == JobState.QUEUED
 
 
 def test_embedded_mode_runs_the_same_steps_in_process(

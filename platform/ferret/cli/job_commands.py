@@ -96,10 +96,20 @@ def retry(
 
 
 @jobs_app.command("cancel")
-def cancel(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs list`).")]) -> None:
+def cancel(
+    job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs list`).")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Mark a running job cancelled now, without waiting for its worker: for a job whose Celery worker "
+            "died (its task comes back only after the broker's visibility timeout); then `ferret jobs retry` it.",
+        ),
+    ] = False,
+) -> None:
     """Cancel a job: a queued one at once, a running one at its next progress report."""
     with app_context() as ctx:
-        job = ctx.jobs.cancel_job(ctx.session, job_id)
+        job = ctx.jobs.cancel_job(ctx.session, job_id, force=force)
         verdict = "cancelled" if job.state == "cancelled" else "cancel requested; it stops at its next progress report"
         console.print(f"job {job.id}: {verdict}")
 

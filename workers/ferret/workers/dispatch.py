@@ -67,13 +67,14 @@ def retry_job(session: Session, settings: FerretSettings, job_id: int, *, placem
     return _start(session, settings, job, pipeline_of(job.kind), dict(job.payload), placement)
 
 
-def cancel_job(session: Session, settings: FerretSettings, job_id: int) -> Job:
-    """Cancel a job: a queued one at once, a running one at its next progress report; commits the session.
+def cancel_job(session: Session, settings: FerretSettings, job_id: int, *, force: bool = False) -> Job:
+    """Cancel a job: a queued one at once, a running one at its next progress report (``force``: at once, for a
+    job whose worker died); commits the session.
 
     Its Celery messages are revoked too, so a worker that has not started a step drops it; the flag in the job
     row is what stops a step that is running (its progress reports check it).
     """
-    job = request_cancel(session, job_id)
+    job = request_cancel(session, job_id, force=force)
     session.commit()
     if settings.broker_url and job.celery_id and not job.celery_id.startswith("embedded:"):
         pipeline = JOB_KINDS.get(job.kind)
@@ -222,8 +223,8 @@ class Dispatcher(JobQueue):
     def retry_job(self, session: Session, job_id: int, *, placement: Placement = Placement.QUEUE) -> Job:
         return retry_job(session, self.settings, job_id, placement=placement)
 
-    def cancel_job(self, session: Session, job_id: int) -> Job:
-        return cancel_job(session, self.settings, job_id)
+    def cancel_job(self, session: Session, job_id: int, *, force: bool = False) -> Job:
+        return cancel_job(session, self.settings, job_id, force=force)
 
     def wait(self, job_id: int, timeout_s: float | None = None) -> bool:
         return wait_for_embedded_job(job_id, timeout_s)

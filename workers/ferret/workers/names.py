@@ -50,6 +50,13 @@ def task_id(job_id: int, stage: str) -> str:
     return f"ferret-job-{job_id}-{stage}"
 
 
+def job_of_task_id(celery_id: str) -> int | None:
+    """The job of a task id made by ``task_id``; None for any other id."""
+    prefix, _, rest = celery_id.partition("ferret-job-")
+    number = rest.split("-", 1)[0]
+    return int(number) if not prefix and number.isdigit() else None
+
+
 SYNC_DUE_TASK = "ferret.sources.sync_due"
 SYNC_DUE_BEAT: dict[str, object] = {"task": SYNC_DUE_TASK, "schedule": 60.0, "options": {"queue": str(Queue.CPU)}}
 """Celery beat's entry for scheduled source syncs (``ferret.workers.tasks.sources``): a look every minute."""

@@ -113,6 +113,16 @@ def _read_job(state: Runtime, caller: Caller, job_id: int) -> JobOut:
     responses=error_responses(401, 403, 404, 409),
     summary="Cancel a job",
 )
-def cancel(_caller: AdminCaller, session: SessionDep, state: StateDep, job_id: int = JobId) -> JobOut:
+def cancel(
+    _caller: AdminCaller,
+    session: SessionDep,
+    state: StateDep,
+    job_id: int = JobId,
+    force: bool = Query(
+        default=False,
+        description="Mark a running job cancelled now, for one whose worker died (its task would come back only "
+        "after the broker's visibility timeout); a stage still running stops at its next check.",
+    ),
+) -> JobOut:
     """A queued job is cancelled at once; a running one stops at its next check between batches."""
-    return job_out(state.jobs.cancel_job(session, job_id))
+    return job_out(state.jobs.cancel_job(session, job_id, force=force))

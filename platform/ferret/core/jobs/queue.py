@@ -53,8 +53,8 @@ class JobQueue(ABC):
         so what the first run finished is found again, not done twice."""
 
     @abstractmethod
-    def cancel_job(self, session: Session, job_id: int) -> Job:
-        """Cancel a job: a queued one at once, a running one at its next progress report."""
+    def cancel_job(self, session: Session, job_id: int, *, force: bool = False) -> Job:
+        """Cancel a job: a queued one at once, a running one at its next progress report (``force``: at once)."""
 
     def wait(self, job_id: int, timeout_s: float | None = None) -> bool:
         """Wait for a job run by a thread of this process; False when it still runs after ``timeout_s``.

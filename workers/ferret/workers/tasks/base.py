@@ -21,10 +21,11 @@ from celery.exceptions import Ignore, TimeLimitExceeded
 from celery.signals import task_revoked
 
 from ferret.core.db.engine import session_scope
-from ferret.core.db.job import fail_job
+from ferret.core.db.job import cancel_requested, fail_job, mark_cancelled
 from ferret.core.jobs.progress import JobStopped
 from ferret.core.jobs.runner import describe_error, is_transient
 from ferret.core.settings import FerretSettings, get_settings
+from ferret.workers.names import job_of_task_id
 
 logger = logging.getLogger(__name__)
 
@@ -80,15 +81,22 @@ def run_step(task: FerretTask, step: Step, payload: dict[str, Any]) -> dict[str,
 
 
 @task_revoked.connect
-def _expired(request: Any = None, expired: bool = False, **_: Any) -> None:
-    """A message past its ``expires=`` is dropped by the worker: its job will never run, so it fails, saying why."""
-    if not expired or request is None:
+def _dropped(request: Any = None, expired: bool = False, terminated: bool = False, **_: Any) -> None:
+    """A message the worker drops never runs, so its job ends here, saying why: past its ``expires=`` the job fails;
+    revoked by a cancel (a stage waiting in its queue while the stage before it had finished) the job is cancelled.
+    Without this the row would read "running" for good, and neither a cancel nor a retry could end it."""
+    if request is None or terminated:
         return
-    job_id = _job_id(getattr(request, "args", None), getattr(request, "kwargs", None))
+    job_id = _job_id(getattr(request, "args", None), getattr(request, "kwargs", None)) or job_of_task_id(
+        str(getattr(request, "id", "") or "")
+    )
     if job_id is None:
         return
     try:
         with session_scope(get_settings().database_url) as session:
-            fail_job(session, job_id, "The job waited in the queue past its expiry; start a worker for its queue.")
+            if expired:
+                fail_job(session, job_id, "The job waited in the queue past its expiry; start a worker for its queue.")
+            elif cancel_requested(session, job_id):
+                mark_cancelled(session, job_id)
     except Exception:
-        logger.exception("could not mark expired job %s failed", job_id)
+        logger.exception("could not record the dropped task of job %s", job_id)
