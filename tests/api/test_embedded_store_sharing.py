@@ -99,9 +99,10 @@ def test_a_shard_held_by_the_server_is_one_sentence(cli: Any, installation: Any)
         # the same command inside the server's process shares its shards and succeeds
         assert found(cli("search", "volcano", "--corpus", "kb", "--mode", "sparse"))
     assert text == (
-        "Error: The embedded index 'kb__v1' is open in another Ferret process (`ferret serve`, `ferret tui`, `ferret "
-        "admin`, or a running ingest, "
-        "build or pipeline); use the running server's HTTP API, or wait for that process to stop."
+        "Error: The embedded index 'kb__v1' is open in another Ferret process (`ferret serve`, a worker, `ferret tui`, "
+        "`ferret admin`, or a running ingest, build or pipeline); the embedded store serves one process at a time: "
+        "use that server's HTTP API or wait for the process to stop, or set FERRET_QDRANT_URL to a Qdrant server, "
+        "which all processes share."
     )
 
 

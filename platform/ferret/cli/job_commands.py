@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from ferret.cli.job_runs import ASYNC_HELP, follow_here, follow_job, require_success
-from ferret.cli.render import console
+from ferret.cli.render import console, err_console
 from ferret.core.db.job import get_job, list_jobs
 from ferret.core.db.models import Job
 from ferret.core.errors import InvalidInputError
@@ -22,6 +22,11 @@ from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
 jobs_app = typer.Typer(help="Long work (pipelines, ingests, index builds) and its progress.", no_args_is_help=True)
 
 WORKER_KINDS = ("gpu", "llm", "cpu")
+EMBEDDED_STORE_WARNING = (
+    "This worker keeps vectors in the embedded store (FERRET_QDRANT_URL is not set), which one process opens at a "
+    "time: a job that reads or writes a corpus's index fails while `ferret serve`, another worker or `ferret tui` "
+    "has that corpus open. Beside a server or other workers, set FERRET_QDRANT_URL to a Qdrant server."
+)
 
 
 def _when(job: Job) -> str:
@@ -130,6 +135,8 @@ def worker(
         raise InvalidInputError("FERRET_BROKER_URL is not set; a worker needs a broker (e.g. redis://host:6379/0).")
     settings.ensure_home()
     ensure_schema(settings)  # the embedded SQLite migrates itself; a server database must be at the newest revision
+    if not settings.qdrant_url:
+        err_console.print(EMBEDDED_STORE_WARNING, style="yellow", highlight=False)
     worker_kind = WorkerKind(kind)
     # Imported by name, and only here: Celery is the optional ``workers`` extra, and each kind is its own app.
     app = importlib.import_module(f"ferret.workers.apps.{kind}").app

@@ -158,9 +158,10 @@ class EdgeIndexBackend(IndexBackend):
             if "WouldBlock" in message:
                 # Another process holds the shard's write-ahead log: Qdrant Edge allows one process per shard.
                 raise UnavailableError(
-                    f"The embedded index {collection!r} is open in another Ferret process (`ferret serve`, `ferret "
-                    "tui`, `ferret admin`, or a running ingest, build or pipeline); use the running server's HTTP "
-                    "API, or wait for that process to stop."
+                    f"The embedded index {collection!r} is open in another Ferret process (`ferret serve`, a worker, "
+                    "`ferret tui`, `ferret admin`, or a running ingest, build or pipeline); the embedded store serves "
+                    "one process at a time: use that server's HTTP API or wait for the process to stop, or set "
+                    "FERRET_QDRANT_URL to a Qdrant server, which all processes share."
                 ) from None
             self._unreadable[collection] = message
             raise UnreadableCollectionError(collection, message) from error
