@@ -12,8 +12,11 @@ from fastapi.testclient import TestClient
 from ferret.api.app import create_app
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.engine import session_scope
+from ferret.core.db.model_version import create_model_version
 from ferret.core.db.search_config import create_search_config
 from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.search.fusion import Fusion
 
 Auth = Callable[[str], dict[str, str]]
@@ -62,7 +65,7 @@ def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) ->
     assert search.status_code == 200 and search.json()["results"][0]["external_id"] == "seed"
 
     promoted = client.post("/v1/corpora/live/index-versions/2/promote", headers=admin)
-    assert promoted.status_code == 200 and promoted.json()["state"] == "active"
+    assert promoted.status_code == 200 and promoted.json()["state"] == "active" and promoted.json()["note"] is None
     assert (promoted.json()["activated_by"], promoted.json()["activated_via"]) == ("key:admin", "promote")
     listing = client.get("/v1/corpora/live/index-versions", headers=admin).json()
     last = {v["version"]: (v["activated_by"], v["activated_via"]) for v in listing["versions"]}
@@ -99,6 +102,39 @@ def test_search_configs_list_carries_the_activation_history(
         (2, "key:admin", "promote", True),
         (1, "key:admin", "rollback", False),
     ]
+
+
+def test_promoting_another_models_index_under_an_active_configuration_says_search_does_not_change(
+    tmp_path: Path, make_installation: Callable[[Path], Any]
+) -> None:
+    """The configuration names its retriever: promoting the index of another model answered 200 "active" while every
+    search went on reading the configuration's model's index."""
+    installation = make_installation(tmp_path)
+    settings = installation.settings
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        with session_scope(settings.database_url) as session:
+            corpus = get_corpus(session, "kb")
+            base = ModelRegistry(session, settings).ensure_base()
+            tuned = create_model_version(session, "tuned", base.path, base.dimension, parent=base)
+            VersionedCollection(session, settings, backend, corpus).build(tuned)
+            create_search_config(session, corpus, base, Fusion("convex", 0.8).to_json())
+    finally:
+        backend.close()
+    admin = {"Authorization": f"Bearer {installation.keys['admin']}"}
+    with TestClient(create_app(settings)) as client:
+        assert client.post("/v1/corpora/kb/search-configs/1/promote", headers=admin).status_code == 200
+
+        promoted = client.post("/v1/corpora/kb/index-versions/2/promote", headers=admin)
+
+        assert promoted.status_code == 200 and promoted.json()["model"] == "tuned"
+        assert promoted.json()["note"] == (
+            "Search configuration 1 is active and searches with retriever 'base', so searches keep reading that "
+            "model's index; to search with 'tuned', promote a configuration that uses it (`ferret config create "
+            "--corpus kb --retriever tuned`, then `ferret config promote`)."
+        )
+        rolled = client.post("/v1/corpora/kb/index-versions/rollback", headers=admin)
+        assert rolled.status_code == 200 and rolled.json()["model"] == "base" and rolled.json()["note"] is None
 
 
 def test_a_search_configuration_is_made_by_hand_over_http_and_bad_input_stores_nothing(

@@ -376,6 +376,11 @@ class IndexVersionOut(BaseModel):
         default=None, description="Who last made it active: key:<name>, cli:<user>@<host> or system."
     )
     activated_via: str | None = Field(default=None, description="promote or rollback.")
+    note: str | None = Field(
+        default=None,
+        description="On a promotion or rollback: why searches do not change (an active search configuration "
+        "reads another model's index).",
+    )
 
 
 class ActivationOut(BaseModel):

@@ -16,6 +16,7 @@ from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.db.models import IndexVersion
 from ferret.core.errors import InvalidInputError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.search.configuration import index_activation_note
 from ferret.runtime.context import app_context
 
 index_app = typer.Typer(help="Versioned index collections behind one alias.", no_args_is_help=True)
@@ -44,6 +45,11 @@ def build(
         console.print(f"built {index_version.collection}: {index_version.point_count} points (job {job.id})")
         if promote:
             console.print(f"promoted version {index_version.version}; alias {corpus} -> {index_version.collection}")
+
+
+def print_note(note: str | None) -> None:
+    if note:
+        console.print(f"[yellow]note:[/] {note}", highlight=False)
 
 
 @index_app.command("list")
@@ -113,6 +119,7 @@ def promote(
             get_index_version(ctx.session, corpus_row, version), actor=cli_actor()
         )
         console.print(f"alias {corpus} -> {index_version.collection}")
+        print_note(index_activation_note(ctx.session, corpus_row, index_version))
 
 
 @index_app.command("rollback")
@@ -124,6 +131,7 @@ def rollback(corpus: CorpusOption) -> None:
             actor=cli_actor()
         )
         console.print(f"rolled back: alias {corpus} -> {index_version.collection}")
+        print_note(index_activation_note(ctx.session, corpus_row, index_version))
 
 
 @index_app.command("gc")

@@ -14,6 +14,7 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version, list_index_versions
 from ferret.core.db.models import Activation, IndexVersion
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.search.configuration import index_activation_note
 
 router = APIRouter(tags=["index versions"])
 
@@ -76,11 +77,13 @@ def promote(
     corpus: str = Path(max_length=128),
     version: int = Path(ge=1, le=2**31 - 1),
 ) -> IndexVersionOut:
-    """Search reads the new version from the next query on; the previous one stays ready for rollback."""
+    """Search reads the new version from the next query on, unless an active search configuration reads another
+    model's index (``note`` says so); the previous one stays ready for rollback."""
     corpus_row = get_corpus(session, corpus)
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
     promoted = versions.promote(get_index_version(session, corpus_row, version), actor=key_actor(caller.name))
-    return index_version_out(promoted, last_activations(session, corpus_row, INDEX).get(promoted.version))
+    answer = index_version_out(promoted, last_activations(session, corpus_row, INDEX).get(promoted.version))
+    return answer.model_copy(update={"note": index_activation_note(session, corpus_row, promoted)})
 
 
 @router.post(
@@ -95,4 +98,5 @@ def rollback(
     corpus_row = get_corpus(session, corpus)
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
     restored = versions.rollback(actor=key_actor(caller.name))
-    return index_version_out(restored, last_activations(session, corpus_row, INDEX).get(restored.version))
+    answer = index_version_out(restored, last_activations(session, corpus_row, INDEX).get(restored.version))
+    return answer.model_copy(update={"note": index_activation_note(session, corpus_row, restored)})

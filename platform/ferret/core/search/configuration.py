@@ -99,6 +99,21 @@ def plan_for(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPl
     )
 
 
+def index_activation_note(session: Session, corpus: Corpus, index_version: IndexVersion) -> str | None:
+    """What an index promotion or rollback leaves unchanged: with a search configuration active, searches read the
+    index of that configuration's retriever, so activating another model's index does not change them (None when
+    it does)."""
+    config = active_search_config(session, corpus)
+    if config is None or config.retriever_id in (None, index_version.model_version_id):
+        return None
+    model = index_version.model_version.name
+    return (
+        f"Search configuration {config.version} is active and searches with retriever {config.retriever_name!r}, so "
+        f"searches keep reading that model's index; to search with {model!r}, promote a configuration that uses it "
+        f"(`ferret config create --corpus {corpus.name} --retriever {model}`, then `ferret config promote`)."
+    )
+
+
 def base_plan(session: Session, corpus: Corpus) -> SearchPlan:
     """The untrained default: the base model's index with the default fusion (``DEFAULT_FUSION``), no reranker."""
     model = session.scalar(select(ModelVersion).where(ModelVersion.name == BASE_MODEL_NAME))

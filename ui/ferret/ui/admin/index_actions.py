@@ -14,6 +14,7 @@ from ferret.core.db.audit import local_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import get_index_version
 from ferret.core.index.versioned_collection import VersionedCollection
+from ferret.core.search.configuration import index_activation_note
 from ferret.runtime.context import app_context
 
 
@@ -23,7 +24,9 @@ def promote_index_version(corpus_name: str, version: int) -> str:
         corpus = get_corpus(context.session, corpus_name)
         versions = VersionedCollection(context.session, context.settings, context.backend, corpus)
         promoted = versions.promote(get_index_version(context.session, corpus, version), actor=local_actor("admin"))
-        return f"{corpus_name}: version {promoted.version} is active (collection {promoted.collection})."
+        note = index_activation_note(context.session, corpus, promoted)
+        done = f"{corpus_name}: version {promoted.version} is active (collection {promoted.collection})."
+        return f"{done} {note}" if note else done
 
 
 def roll_back_corpus(corpus_name: str) -> str:
@@ -33,4 +36,6 @@ def roll_back_corpus(corpus_name: str) -> str:
         restored = VersionedCollection(context.session, context.settings, context.backend, corpus).rollback(
             actor=local_actor("admin")
         )
-        return f"{corpus_name}: rolled back to version {restored.version} (collection {restored.collection})."
+        note = index_activation_note(context.session, corpus, restored)
+        done = f"{corpus_name}: rolled back to version {restored.version} (collection {restored.collection})."
+        return f"{done} {note}" if note else done
