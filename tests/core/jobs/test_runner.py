@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from ferret.core.db.engine import session_scope
@@ -17,7 +17,7 @@ from ferret.core.db.job import create_job, get_job, request_cancel, start_attemp
 from ferret.core.db.models import JobState
 from ferret.core.errors import InvalidInputError
 from ferret.core.jobs.progress import JobCancelled, JobProgress, JobStopped
-from ferret.core.jobs.runner import MAX_DELIVERIES_PER_STAGE, run_job_step
+from ferret.core.jobs.runner import ERROR_CHARS, MAX_DELIVERIES_PER_STAGE, describe_error, run_job_step
 from ferret.core.pipeline.declaration import Pipeline, Stage, StageContext, WorkerQueue
 from ferret.core.settings import FerretSettings
 
@@ -173,3 +173,16 @@ def test_a_report_while_the_stage_holds_sqlites_write_lock_is_dropped_not_fatal(
 
     assert run_step(settings, job_id, work) == {"added": 1}
     assert _job(settings, job_id).state == JobState.SUCCEEDED
+
+
+def test_a_bugs_error_is_its_first_line_cut_short_in_the_job_row() -> None:
+    """A database error carries its SQL and parameters: a job's error read 1.5-3.9 KB of them (a QA pass)."""
+    sql = "INSERT INTO synthetic_queries (run_id, document_id, sample, text) VALUES " + "(?, ?, ?, ?), " * 400
+    error = IntegrityError(sql, [(1, 2, 0, "q")] * 50, Exception("UNIQUE constraint failed: synthetic_queries.run_id"))
+
+    line = describe_error(error)
+
+    assert "\n" not in line and len(line) <= ERROR_CHARS and line.startswith("IntegrityError: (builtins.Exception)")
+    assert "UNIQUE constraint failed" in line
+    assert describe_error(InvalidInputError("A sentence of its own.")) == "A sentence of its own."
+    assert describe_error(KeyError()) == "KeyError"

@@ -62,13 +62,20 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, TRANSIENT_ERRORS)
 
 
+ERROR_CHARS = 300
+"""A bug's message is cut to its first line and this many characters in the job's row (a database error carries its
+SQL and parameters: kilobytes); the whole traceback is in the worker's log."""
+
+
 def describe_error(error: BaseException) -> str:
-    """The one line stored as the job's error: a user error's sentence, else the exception type and message."""
+    """The one line stored as the job's error: a user error's sentence, else the exception type and the first line
+    of its message, cut at ``ERROR_CHARS`` (the traceback goes to the log)."""
     if isinstance(error, FerretError):
         return str(error)
     if type(error).__name__ in ("SoftTimeLimitExceeded", "TimeLimitExceeded"):
         return "The step ran past its time limit; raise FERRET_TASK_TIME_LIMIT_S or give the job less work."
-    return f"{type(error).__name__}: {error}"
+    line = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}".rstrip(": ")
+    return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
 
 
 @contextmanager
