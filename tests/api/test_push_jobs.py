@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from ferret.api.app import create_app
 from ferret.core.db.engine import session_scope
-from ferret.core.db.models import Job
+from ferret.core.db.models import Job, JobState
 
 Auth = Callable[[str], dict[str, str]]
 BATCH: list[dict[str, Any]] = [
@@ -179,3 +179,27 @@ def test_a_wait_on_a_job_that_does_not_end_answers_when_the_time_is_up(
     job = client.get(f"/v1/jobs/{stuck_id}?wait=1.5", headers=auth("ingest-a")).json()
     assert job["state"] == "queued"
     assert 1.4 <= time.monotonic() - started < 10
+
+
+def test_a_failed_job_is_retried_over_http_without_duplicates(
+    job_client: tuple[TestClient, Auth], job_installation: Any
+) -> None:
+    client, auth = job_client
+    batch = [{"external_id": f"r-{i}", "text": f"Retry note {i} on firn and névé.", "version": "1"} for i in range(5)]
+    accepted = client.post("/v1/corpora/live/documents", json={"documents": batch}, headers=auth("ingest-a")).json()
+    assert wait_for(client, auth, accepted["job_url"])["state"] == "succeeded"
+    with session_scope(job_installation.settings.database_url) as session:  # its worker died at the end, say
+        job = session.get(Job, accepted["job_id"])
+        assert job is not None
+        job.state, job.error = JobState.FAILED, "The worker died."
+
+    retried = client.post(f"/v1/jobs/{accepted['job_id']}/retry", headers=auth("admin"))
+
+    assert retried.status_code == 202, retried.text
+    done = wait_for(client, auth, accepted["job_url"])
+    assert done["state"] == "succeeded" and done["error"] is None
+    assert done["result"]["unchanged"] == 5 and done["result"]["added"] == 0  # found again, not added twice
+    again = client.post(f"/v1/jobs/{accepted['job_id']}/retry", headers=auth("admin"))
+    assert again.status_code == 409 and "only a failed or cancelled job can be retried" in again.json()["detail"]
+    assert client.post(f"/v1/jobs/{accepted['job_id']}/retry", headers=auth("ingest-a")).status_code == 403
+    assert client.post("/v1/jobs/999999/retry", headers=auth("admin")).status_code == 404

@@ -1,4 +1,4 @@
-"""Jobs: start the Promptagator pipeline for a task, watch its progress, cancel it.
+"""Jobs: start the Promptagator pipeline for a task, watch its progress, cancel it, retry it.
 
 Jobs go through the runtime's job queue (``ferret.core.jobs.queue.JobQueue``: Celery when a broker is configured, a
 thread in this process in embedded mode).
@@ -63,6 +63,19 @@ def start(body: JobIn, _caller: AdminCaller, session: SessionDep, state: StateDe
     task = get_task(session, body.task)
     job = state.jobs.start_job("pipeline", session, task=task, config=PipelineConfig(**body.config.model_dump()))
     return job_out(job)
+
+
+@router.post(
+    "/v1/jobs/{job_id}/retry",
+    response_model=JobOut,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+    summary="Run a failed or cancelled job again",
+)
+def retry(_caller: AdminCaller, session: SessionDep, state: StateDep, job_id: int = JobId) -> JobOut:
+    """The same job again, from the input stored in its row (``ferret jobs retry``): what it finished before is
+    found again, not redone, so a retry makes no duplicates."""
+    return job_out(state.jobs.retry_job(session, job_id))
 
 
 @router.get(
