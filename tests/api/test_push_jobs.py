@@ -203,3 +203,17 @@ def test_a_failed_job_is_retried_over_http_without_duplicates(
     assert again.status_code == 409 and "only a failed or cancelled job can be retried" in again.json()["detail"]
     assert client.post(f"/v1/jobs/{accepted['job_id']}/retry", headers=auth("ingest-a")).status_code == 403
     assert client.post("/v1/jobs/999999/retry", headers=auth("admin")).status_code == 404
+
+
+def test_a_sync_of_the_push_source_says_there_is_nothing_to_sync(job_client: tuple[TestClient, Auth]) -> None:
+    client, auth = job_client
+    sources = client.get("/v1/corpora/live/sources", headers=auth("admin")).json()
+    assert "push" in str(sources)  # listed beside configured sources, so an admin may try to sync it
+
+    response = client.post("/v1/corpora/live/sources/push/sync", headers=auth("admin"))
+
+    assert response.status_code == 422, response.text
+    assert response.json()["detail"] == (
+        "Source 'push' receives its documents through the push API (POST /v1/corpora/live/documents); there is "
+        "nothing to sync from it."
+    )

@@ -36,7 +36,13 @@ from ferret.core.pipeline.declaration import (
     payload_job_id,
 )
 from ferret.core.sources.incremental import IncrementalConnector
-from ferret.core.sources.service import find_configured, not_incremental, source_corpus, sync_source
+from ferret.core.sources.service import (
+    check_syncable,
+    find_configured,
+    not_incremental,
+    source_corpus,
+    sync_source,
+)
 from ferret.core.sources.sync import SyncFailedError, SyncReport
 
 JOB_SOURCE_SYNC = "source_sync"
@@ -68,6 +74,7 @@ def prepare_sync(
     job of the source is already queued or running (two syncs of one source would race on its checkpoint)."""
     if context.connector_class is None:
         raise MissingResource("a source sync job is started with the connector registry")
+    check_syncable(context.session, source)
     if checkpoint_every < 1:
         raise InvalidInputError("--checkpoint-every must be 1 or more.")
     return _launch(context.session, source, context.connector_class(source.kind), trigger, checkpoint_every, full)

@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from ferret.core.corpus.push import PUSH_SOURCE_KIND
 from ferret.core.db.corpus import get_corpus, get_or_create_corpus
 from ferret.core.db.document import delete_documents, passage_ids_of_documents
 from ferret.core.db.models import Corpus, Document, Source, SyncRun, SyncState
@@ -85,12 +86,22 @@ def sync_source(
 ) -> SyncRun:
     """One sync of ``source`` (``full``: from the start, not from its checkpoint); ``on_checkpoint`` sees the report
     after each committed checkpoint (a job's progress: ``ferret.core.jobs.source_sync``)."""
+    check_syncable(session, source)
     corpus = source_corpus(session, source)
     connector = build_for(source, build)
     sync = SourceSync(
         session, settings, backend, corpus, source, checkpoint_every=checkpoint_every, on_checkpoint=on_checkpoint
     )
     return sync.run_sync(connector, trigger=trigger, full=full)
+
+
+def check_syncable(session: Session, source: Source) -> None:
+    """Refuse a sync of the source the push API writes: it has no connector to read from."""
+    if source.kind == PUSH_SOURCE_KIND:
+        raise InvalidInputError(
+            f"Source {source.name!r} receives its documents through the push API (POST /v1/corpora/"
+            f"{source_corpus(session, source).name}/documents); there is nothing to sync from it."
+        )
 
 
 def find_configured(session: Session, corpus: str, name: str) -> Source:
