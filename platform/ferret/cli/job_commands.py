@@ -17,7 +17,6 @@ from ferret.core.errors import InvalidInputError
 from ferret.core.jobs.queue import Placement
 from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context, ensure_schema
-from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
 
 jobs_app = typer.Typer(help="Long work (pipelines, ingests, index builds) and its progress.", no_args_is_help=True)
 
@@ -128,6 +127,10 @@ def worker(
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "info",
 ) -> None:
     """Run a Celery worker of one kind on its queue (needs FERRET_BROKER_URL)."""
+    # Here, not at the top: the queue names come from the job catalogue, which loads the ML stack that
+    # `ferret jobs list` has no use for (5 s of imports).
+    from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
+
     if kind not in WORKER_KINDS:
         raise InvalidInputError(f"--kind must be one of {', '.join(WORKER_KINDS)}, not {kind!r}.")
     settings = get_settings()

@@ -21,11 +21,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ferret.core.db.models import Activation
 from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 from ferret.core.search.snippets import snippet_window, terms_pattern
 
 if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
+    from ferret.core.db.models import Activation
     from ferret.core.eval.evaluate import EvalRow
     from ferret.core.search.searcher import SearchResult
 
