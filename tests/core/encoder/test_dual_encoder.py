@@ -3,7 +3,10 @@ encoded alone, in input order."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
+import pytest
 
 from ferret.core.encoder.dual_encoder import DualEncoder
 
@@ -25,3 +28,15 @@ def test_a_batch_of_mixed_lengths_gives_each_text_its_own_vector_in_input_order(
 
 def test_nothing_to_encode_is_an_empty_matrix(encoder: DualEncoder) -> None:
     assert encoder.encode([]).shape == (0, encoder.dimension)
+
+
+def test_no_progress_bar_at_info_level(
+    encoder: DualEncoder, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """sentence-transformers draws a "Batches" bar whenever its logger is at INFO, as in a Celery worker at
+    ``--loglevel info``: the workers' logs held one per encode call, as WARNING lines (a QA pass)."""
+    caplog.set_level(logging.INFO, logger="sentence_transformers")
+    encoder.encode(["one passage about fjords", "a second, longer passage about glaciers and moraines"])
+    encoder.encode(["one query"])
+    captured = capfd.readouterr()
+    assert "Batches" not in captured.err + captured.out

@@ -134,7 +134,11 @@ class DualEncoder:
             if self.device == "cpu" and len(texts) > 1:
                 return self._encode_by_length(texts, batch_size)
             vectors = self._model.encode(
-                list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+                list(texts),
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
         return np.asarray(vectors, dtype=np.float32)
 
@@ -149,7 +153,11 @@ class DualEncoder:
         vectors = np.empty((len(texts), self.dimension), dtype=np.float32)
         for rows in length_buckets([len(row) for row in ids], batch_size):
             vectors[rows] = model.encode(
-                [texts[row] for row in rows], batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+                [texts[row] for row in rows],
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
             )
         return vectors
 

@@ -143,7 +143,13 @@ def snapshot_embedder(template: Any, *, batch_size: int = 64, max_tokens: int = 
         model.load_state_dict(snapshot)
         model.max_seq_length = max_tokens
         with torch.inference_mode():
-            vectors = model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+            vectors = model.encode(
+                list(texts),
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
         return np.asarray(vectors, dtype=np.float32)
 
     return embed
