@@ -74,7 +74,7 @@ def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) ->
     assert steps == [(1, "key:admin", "rollback", False), (2, "key:admin", "promote", False)]
     assert client.post("/v1/corpora/live/index-versions/9/promote", headers=admin).status_code == 404
     assert client.post("/v1/corpora/live/index-versions/0/promote", headers=admin).status_code == 422
-    assert client.post("/v1/corpora/kb/index-versions/rollback", headers=admin).status_code == 404
+    assert client.post("/v1/corpora/kb/index-versions/rollback", headers=admin).status_code == 409  # nothing older
     assert client.get("/v1/corpora/nowhere/index-versions", headers=admin).status_code == 404
 
 

@@ -17,7 +17,7 @@ from ferret.core.db.corpus import corpus_counts, create_corpus
 from ferret.core.db.index_version import active_index_version, create_index_version, list_index_versions
 from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion
 from ferret.core.encoder.registry import ModelRegistry
-from ferret.core.errors import ConflictError, NotFoundError
+from ferret.core.errors import ConflictError
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection, _build_lock
 from ferret.core.search.searcher import Searcher
@@ -115,13 +115,13 @@ def test_second_promotion_demotes_the_first_and_rollback_restores_it(
 def test_rollback_without_an_earlier_version_is_a_user_error(
     session: Session, corpus: Corpus, model: ModelVersion, versions: VersionedCollection
 ) -> None:
-    with pytest.raises(NotFoundError, match="nothing left to roll back to"):
+    with pytest.raises(ConflictError, match="nothing left to roll back to"):
         versions.rollback()
 
     versions.promote(versions.build(model))
     versions.build(model)  # ready but never active: not a rollback target
 
-    with pytest.raises(NotFoundError, match="nothing left to roll back to"):
+    with pytest.raises(ConflictError, match="nothing left to roll back to"):
         versions.rollback()
     assert states(session, corpus) == {1: IndexState.ACTIVE, 2: IndexState.READY}
 
@@ -137,7 +137,7 @@ def test_rollback_walks_back_through_the_activation_history_and_says_when_nothin
     assert backend.resolve_alias("kb") == "kb__v2"
     assert versions.rollback(actor="cli:bob@host").version == 1
     assert backend.resolve_alias("kb") == "kb__v1"
-    with pytest.raises(NotFoundError, match=r"nothing left to roll back to \(version 1 is the oldest"):
+    with pytest.raises(ConflictError, match=r"nothing left to roll back to \(version 1 is the oldest"):
         versions.rollback()
     assert states(session, corpus) == {1: IndexState.ACTIVE, 2: IndexState.READY, 3: IndexState.READY}
     assert backend.resolve_alias("kb") == "kb__v1"
@@ -165,7 +165,7 @@ def test_rollback_passes_over_a_version_that_no_longer_serves(
     versions.collect(keep=1)  # v1 retired, v2 kept
 
     assert versions.rollback().version == 2
-    with pytest.raises(NotFoundError, match="nothing left to roll back to"):
+    with pytest.raises(ConflictError, match="nothing left to roll back to"):
         versions.rollback()
     assert backend.resolve_alias("kb") == "kb__v2"
 

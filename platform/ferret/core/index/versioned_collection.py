@@ -44,7 +44,7 @@ from ferret.core.db.index_version import (
 from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion, utcnow
 from ferret.core.encoder.query_encoder import prepare_query_encoder
 from ferret.core.encoder.registry import load_encoder
-from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
+from ferret.core.errors import ConflictError, InvalidInputError, UnavailableError
 from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
 from ferret.core.index.points import PointBuilder, sparse_encoder_for
 from ferret.core.index.quarantine import QuarantineWriter, stored_document_problem
@@ -292,7 +292,7 @@ class VersionedCollection:
                 if current is not None
                 else "no version is active"
             )
-            raise NotFoundError(
+            raise ConflictError(
                 f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where}); "
                 "promote a version by number with `ferret index promote`."
             )

@@ -293,7 +293,7 @@ def rollback_config(
             if current is not None
             else "no configuration is active"
         )
-        raise NotFoundError(
+        raise ConflictError(
             f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where}); "
             "promote one by number with `ferret config promote`."
         )
