@@ -56,6 +56,8 @@ FUNCTION_LEVEL_IMPORTS = {
     # Start-up (issue 11, item 9): torch at the first model load, every pipeline's stages with the first job.
     ("ferret.core.encoder.registry", "ferret.core.encoder.dual_encoder"),
     ("ferret.runtime.context", "ferret.workers.dispatch"),
+    # The queue names come from the job catalogue (every pipeline's stages): only `ferret worker` needs them.
+    ("ferret.cli.job_commands", "ferret.workers.names"),
 }
 """(importing module, imported module) pairs allowed inside a function."""
 

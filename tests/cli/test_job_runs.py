@@ -239,7 +239,12 @@ def test_ctrl_c_stops_a_first_ingest_at_once_and_leaves_no_corpus(settings: Ferr
     command = [sys.executable, "-c", "from ferret.cli.main import main; main()", "ingest", "-c", "many", "--path"]
     environment = {**os.environ, "FERRET_PROGRESS_INTERVAL_S": "0.2"}
     process = subprocess.Popen(
-        [*command, str(folder)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+        [*command, str(folder)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment,
+        preexec_fn=_as_from_a_shell,
     )
     try:
         deadline = time.monotonic() + 120
@@ -265,6 +270,15 @@ def test_ctrl_c_stops_a_first_ingest_at_once_and_leaves_no_corpus(settings: Ferr
             JobState.FAILED,
             "Interrupted (Ctrl-C); `ferret jobs retry 1` runs it again.",
         )
+
+
+def _as_from_a_shell() -> None:
+    """Ctrl-C reaches the command as it does from a terminal. A child inherits its parent's ignored signals and its
+    blocked-signal mask, and this test process may hold either from an earlier test in the same pytest-xdist worker
+    (libraries block SIGINT around the helper processes they start): once, under `make test`, the SIGINT was never
+    delivered, and the ingest ran to its end with exit status 0."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _job_running(settings: FerretSettings) -> bool:
