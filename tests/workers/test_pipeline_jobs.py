@@ -137,11 +137,12 @@ def test_cancel_stops_a_running_job(session: Session, workers: Any, facts: Calla
     assert _count(session, select(func.count(IndexVersion.id))) == 0  # nothing built, nothing promoted
 
 
-def test_a_cancel_between_stages_ends_the_job_when_the_next_worker_drops_its_stage(
+def test_a_cancel_between_stages_ends_the_job_and_a_retry_runs_it(
     session: Session, workers: Any, facts: Callable[..., int]
 ) -> None:
     """The filter is done and the train task waits in the gpu queue, whose worker is down: the cancel revokes it,
-    and the gpu worker that starts later drops it. The job must end cancelled (it read "running" for good)."""
+    and the gpu worker that starts later drops it. The job must end cancelled (it read "running" for good), and a
+    retry must run."""
     task_id = facts(session, "facts", "facts-task")
     llm, cpu = workers.start("llm"), workers.start("cpu")
     workers.wait_ready(llm, cpu)
@@ -160,8 +161,13 @@ def test_a_cancel_between_stages_ends_the_job_when_the_next_worker_drops_its_sta
     assert f"ferret-job-{job_id}-train" in gpu.tail(200)  # dropped, not run
     session.expire_all()
     assert _count(session, select(func.count(ModelVersion.id)).where(ModelVersion.name != "base")) == 0
-    retried = retry_job(session, workers.settings, job_id, placement=Placement.QUEUE)  # and it can run again
+    retried = retry_job(session, workers.settings, job_id, placement=Placement.QUEUE)  # and it runs again
     assert retried.state == JobState.QUEUED
+    job = workers.wait_for(job_id, lambda j: j.state in FINISHED, timeout_s=240)
+    # Under new task ids: the workers still hold the cancelled run's as revoked and dropped the retry's (it read
+    # "queued" for good).
+    assert job.state == JobState.SUCCEEDED, (job.state, job.error)
+    assert job.celery_id == f"ferret-job-{job_id}-r1-generate"
 
 
 def test_embedded_mode_runs_the_same_steps_in_process(

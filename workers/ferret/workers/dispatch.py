@@ -38,7 +38,7 @@ from ferret.core.jobs.queue import JobQueue, Placement
 from ferret.core.jobs.runner import run_job
 from ferret.core.pipeline.declaration import LaunchContext, Pipeline
 from ferret.core.settings import FerretSettings, redacted_url
-from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, task_id
+from ferret.workers.names import EXPIRES_S, QUEUE_OF_KIND, run_of_task_id, task_id
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +78,9 @@ def cancel_job(session: Session, settings: FerretSettings, job_id: int, *, force
     session.commit()
     if settings.broker_url and job.celery_id and not job.celery_id.startswith("embedded:"):
         pipeline = JOB_KINDS.get(job.kind)
-        ids = [task_id(job.id, stage) for stage in pipeline.stage_names] if pipeline is not None else [job.celery_id]
+        run = run_of_task_id(job.celery_id) or 0
+        stages = pipeline.stage_names if pipeline is not None else []
+        ids = [task_id(job.id, stage, run) for stage in stages] or [job.celery_id]
         try:
             _client_app(settings).control.revoke(ids)
         except Exception:  # the flag in the row is what counts; a broker hiccup must not fail the cancel
@@ -101,18 +103,21 @@ def _start(
     if not settings.broker_url:
         return _run_detached(session, settings, job)
     app = _client_app(settings)
+    # A retry runs under new task ids: the ids of the run it follows may be revoked in the workers (a cancel).
+    previous = run_of_task_id(job.celery_id)
+    run = 0 if previous is None else previous + 1
     signatures = [
         app.signature(
             stage.task,
             args=(payload,) if position == 0 else (),
             queue=str(QUEUE_OF_KIND[stage.queue]),
-            task_id=task_id(job.id, stage.name),
+            task_id=task_id(job.id, stage.name, run),
             expires=EXPIRES_S,
         )
         for position, stage in enumerate(pipeline.stages)
     ]
     send = signatures[0].apply_async if len(signatures) == 1 else _chain(signatures).apply_async
-    return _send(session, settings, job, send, task_id(job.id, pipeline.stages[0].name))
+    return _send(session, settings, job, send, task_id(job.id, pipeline.stages[0].name, run))
 
 
 def _client_app(settings: FerretSettings) -> Any:

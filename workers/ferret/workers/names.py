@@ -45,9 +45,12 @@ EXPIRES_S = 24 * 3600
 """A task message not started within a day is dropped (``expires=``): its job is marked failed when revoked."""
 
 
-def task_id(job_id: int, stage: str) -> str:
-    """Deterministic Celery task ids, so a cancel can revoke every step of a job without asking the backend."""
-    return f"ferret-job-{job_id}-{stage}"
+def task_id(job_id: int, stage: str, run: int = 0) -> str:
+    """Deterministic Celery task ids, so a cancel can revoke every step of a job without asking the backend.
+
+    ``run`` counts the job's retries: workers keep revoked ids for hours, so a retry after a cancel under the same
+    ids had each of its tasks dropped as revoked, and the job read "queued" for good."""
+    return f"ferret-job-{job_id}-{stage}" if run == 0 else f"ferret-job-{job_id}-r{run}-{stage}"
 
 
 def job_of_task_id(celery_id: str) -> int | None:
@@ -55,6 +58,14 @@ def job_of_task_id(celery_id: str) -> int | None:
     prefix, _, rest = celery_id.partition("ferret-job-")
     number = rest.split("-", 1)[0]
     return int(number) if not prefix and number.isdigit() else None
+
+
+def run_of_task_id(celery_id: str | None) -> int | None:
+    """The run (``task_id``'s ``run``) of a task id made by ``task_id``; None for any other id."""
+    if celery_id is None or job_of_task_id(celery_id) is None:
+        return None
+    part = celery_id.split("-")[3] if celery_id.count("-") >= 4 else ""
+    return int(part[1:]) if part.startswith("r") and part[1:].isdigit() else 0
 
 
 SYNC_DUE_TASK = "ferret.sources.sync_due"

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import case, select, update
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import Corpus, Job, JobState, utcnow
@@ -242,7 +242,8 @@ def reopen_job(session: Session, job_id: int) -> Job:
             progress=0.0,
             stage="",
             attempts=0,
-            celery_id=None,
+            # A Celery id stays until the retry is sent (it numbers the retry's task ids); a runner's goes.
+            celery_id=case((Job.celery_id.startswith(EMBEDDED_PREFIX), None), else_=Job.celery_id),
             updated_at=utcnow(),
         )
     )
