@@ -137,8 +137,9 @@ def _send(session: Session, settings: FerretSettings, job: Job, send: Callable[[
     try:
         send()
     except Exception as error:
-        broker = redacted_url(settings.broker_url or "")
-        reason = str(error).replace(settings.broker_url or "\0", broker)
+        url = settings.broker_url or ""  # set: only the broker path sends
+        broker = redacted_url(url)
+        reason = str(error).replace(url, broker) if url else str(error)
         fail_job(session, job.id, f"Could not send the job to the broker at {broker}: {type(error).__name__}: {reason}")
         session.commit()
         raise UnavailableError(

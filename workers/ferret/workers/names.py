@@ -10,6 +10,7 @@ train → guard → index (gpu). Task names are the stages' ``Stage.task`` (``fe
 from __future__ import annotations
 
 import enum
+import re
 
 from ferret.core.jobs.catalog import JOB_KINDS
 from ferret.core.pipeline.declaration import WorkerQueue
@@ -53,19 +54,19 @@ def task_id(job_id: int, stage: str, run: int = 0) -> str:
     return f"ferret-job-{job_id}-{stage}" if run == 0 else f"ferret-job-{job_id}-r{run}-{stage}"
 
 
+_TASK_ID = re.compile(r"ferret-job-(?P<job>\d+)-(?:r(?P<run>\d+)-)?[^-]")
+
+
 def job_of_task_id(celery_id: str) -> int | None:
     """The job of a task id made by ``task_id``; None for any other id."""
-    prefix, _, rest = celery_id.partition("ferret-job-")
-    number = rest.split("-", 1)[0]
-    return int(number) if not prefix and number.isdigit() else None
+    match = _TASK_ID.match(celery_id)
+    return int(match["job"]) if match else None
 
 
 def run_of_task_id(celery_id: str | None) -> int | None:
     """The run (``task_id``'s ``run``) of a task id made by ``task_id``; None for any other id."""
-    if celery_id is None or job_of_task_id(celery_id) is None:
-        return None
-    part = celery_id.split("-")[3] if celery_id.count("-") >= 4 else ""
-    return int(part[1:]) if part.startswith("r") and part[1:].isdigit() else 0
+    match = _TASK_ID.match(celery_id or "")
+    return int(match["run"] or 0) if match else None
 
 
 SYNC_DUE_TASK = "ferret.sources.sync_due"

@@ -87,9 +87,12 @@ def list_jobs(
     return list(session.scalars(statement))
 
 
-def active_jobs(session: Session, kind: str, **params: str) -> list[Job]:
-    """The queued and running jobs of ``kind`` whose parameters hold ``params`` (``task="faq"``), oldest first."""
+def active_jobs(session: Session, kind: str, *, corpus_id: int | None = None, **params: str) -> list[Job]:
+    """The queued and running jobs of ``kind`` (of ``corpus_id``, when given) whose parameters hold ``params``
+    (``task="faq"``), oldest first: what a job that must run alone checks before it starts."""
     query = select(Job).where(Job.kind == kind, Job.state.in_((JobState.QUEUED, JobState.RUNNING)))
+    if corpus_id is not None:
+        query = query.where(Job.corpus_id == corpus_id)
     for key, value in params.items():
         query = query.where(Job.params[key].as_string() == value)  # JSON path: SQLite json_extract, PostgreSQL ->>
     return list(session.scalars(query.order_by(Job.id)))

@@ -74,7 +74,8 @@ def describe_error(error: BaseException) -> str:
         return str(error)
     if type(error).__name__ in ("SoftTimeLimitExceeded", "TimeLimitExceeded"):
         return "The step ran past its time limit; raise FERRET_TASK_TIME_LIMIT_S or give the job less work."
-    line = f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}".rstrip(": ")
+    lines = str(error).strip().splitlines()
+    line = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
     return line if len(line) <= ERROR_CHARS else line[: ERROR_CHARS - 1] + "…"
 
 

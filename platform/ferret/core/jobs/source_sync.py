@@ -18,8 +18,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ferret.core.db.job import create_job
-from ferret.core.db.models import Job, JobState, Source
+from ferret.core.db.job import active_jobs, create_job
+from ferret.core.db.models import Job, Source
 from ferret.core.db.source import run_summary
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.jobs.progress import JobStopped
@@ -99,9 +99,10 @@ def _launch(
 ) -> JobLaunch:
     if not issubclass(connector_class, IncrementalConnector):
         raise not_incremental(source.kind)
-    for job in sync_jobs(session, source, limit=20):
-        if job.state in (JobState.QUEUED, JobState.RUNNING):
-            raise ConflictError(f"Source {source.name!r} is already syncing in job {job.id}; wait for it or cancel it.")
+    if running := active_jobs(session, JOB_SOURCE_SYNC, corpus_id=source.corpus_id, source=source.name):
+        raise ConflictError(
+            f"Source {source.name!r} is already syncing in job {running[0].id}; wait for it or cancel it."
+        )
     corpus = source_corpus(session, source)
     params: Payload = {"source": source.name, "trigger": trigger, **({"full": True} if full else {})}
     first = {"job_id": 0, "corpus": corpus.name, **params, "checkpoint_every": checkpoint_every}

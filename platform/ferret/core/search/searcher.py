@@ -83,10 +83,6 @@ class SearchResult:
             metadata=dict(payload.get("metadata") or {}),
         )
 
-    def snippet(self, width: int = 240) -> str:
-        text = " ".join(self.text.split())
-        return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + "…"
-
 
 def dedupe_by_document(hits: Sequence[SearchHit], k: int) -> list[SearchResult]:
     results: list[SearchResult] = []

@@ -62,9 +62,9 @@ from ferret.core.training.hard_negatives import bm25_hard_negatives, bm25_residu
 from ferret.core.training.positives import passage_positives
 
 JOB_PIPELINE = "pipeline"
+"""The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
 ROUND_TRIP_RETRIEVERS = ("none", "bm25", "hybrid")
 """Round trips that no model version names (``PipelineConfig.round_trip``; any other value is one)."""
-"""The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
 
 
 def should_promote(state: PipelineState) -> bool:
@@ -139,6 +139,13 @@ def filter_stage(context: StageContext, state: PipelineState) -> PipelineState:
     return state.advance("filter", time.perf_counter() - started, filters=report.as_dict())
 
 
+def _require_active_index(session: Session, corpus: Corpus) -> None:
+    if active_index_version(session, corpus) is None:
+        raise InvalidInputError(
+            f"Round trip 'hybrid' searches the active index, and corpus {corpus.name!r} has none; index it first."
+        )
+
+
 def _round_trip_retriever(context: StageContext, corpus: Corpus, config: PipelineConfig) -> Retriever | None:
     """The round-trip filter's retriever. A model's live index of the corpus is searched rather than the corpus
     embedded again (the same MaxP ranking, up to HNSW's approximation; the quickstart's base index serves it)."""
@@ -148,10 +155,7 @@ def _round_trip_retriever(context: StageContext, corpus: Corpus, config: Pipelin
     if config.round_trip == "bm25":
         return BM25Retriever.for_corpus(session, corpus)
     if config.round_trip == "hybrid":
-        if active_index_version(session, corpus) is None:
-            raise InvalidInputError(
-                f"Round trip 'hybrid' searches the active index, and corpus {corpus.name!r} has none; index it first."
-            )
+        _require_active_index(session, corpus)
         searcher = Searcher.over(session, settings, context.backend)
         return SearcherRetriever(searcher, corpus.name, mode="hybrid", depth=_round_trip_depth(config))
     registry = ModelRegistry(session, settings)
@@ -334,13 +338,11 @@ def prepare_job(
     for named in (checked.init_model, checked.round_trip):
         if named is not None and named not in (*ROUND_TRIP_RETRIEVERS, BASE_MODEL_NAME):
             get_model_version(session, named)  # NotFoundError naming the known versions
-    if checked.round_trip == "hybrid" and active_index_version(session, row.corpus) is None:
-        raise InvalidInputError(
-            f"Round trip 'hybrid' searches the active index, and corpus {row.corpus.name!r} has none; index it first."
-        )
+    if checked.round_trip == "hybrid":
+        _require_active_index(session, row.corpus)
     # Two runs of one task would write the same generation run's queries (its samples are keyed by document).
-    for running in active_jobs(session, JOB_PIPELINE, task=row.name):
-        raise ConflictError(f"Task {row.name!r} already has pipeline job {running.id}; wait for it or cancel it.")
+    if running := active_jobs(session, JOB_PIPELINE, task=row.name):
+        raise ConflictError(f"Task {row.name!r} already has pipeline job {running[0].id}; wait for it or cancel it.")
 
     def begin(job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         name = checked.model_name or f"{row.name}-job{job_id}"

@@ -14,6 +14,7 @@ from ferret.core.db.models import IndexState
 from ferret.core.db.search_config import list_search_configs
 from ferret.core.index.types import SEARCH_MODES, parse_mode
 from ferret.core.search.configuration import plan_by_name
+from ferret.core.search.snippets import snippet_window
 from ferret.ui.admin.common import attempt, escape_markdown, highlight_markdown, page_context, show_notice
 
 RESULTS = 10
@@ -66,7 +67,7 @@ def _side(context: Any, column: Any, side: str, corpus_name: str, query: str, gr
         with column.container(border=True):
             st.markdown(f"**{rank}. {escape_markdown(result.title or result.external_id)}** · score {result.score:.4f}")
             st.caption(f"{result.source} · {result.external_id}")
-            st.markdown(highlight_markdown(result.snippet(400), query))
+            st.markdown(highlight_markdown(snippet_window(result.text, query, width=400), query))
 
 
 def render() -> None:

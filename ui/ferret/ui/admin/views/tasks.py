@@ -13,6 +13,7 @@ from ferret.core.db.document import list_documents
 from ferret.core.db.task import get_task, list_tasks
 from ferret.core.errors import InvalidInputError
 from ferret.core.llm.factory import build_backend
+from ferret.core.search.snippets import snippet_window
 from ferret.core.synth.preview import preview_prompt, try_generation
 from ferret.core.synth.task_spec import (
     ExampleSpec,
@@ -49,9 +50,14 @@ def _load_draft(choice: str, task_spec: TaskSpec | None) -> None:
         }
         for spec in (task_spec.examples if task_spec else [])
     ]
+    _store_examples(examples)
+
+
+def _store_examples(examples: list[dict[str, Any]]) -> None:
+    """The draft's examples, and each query box's value at its position (the boxes are keyed by position)."""
     st.session_state[EXAMPLES_KEY] = examples
-    for index, draft in enumerate(examples):
-        st.session_state[f"example-query-{index}"] = draft["query"]
+    for position, example in enumerate(examples):
+        st.session_state[f"example-query-{position}"] = example["query"]
 
 
 def _follow_corpus(corpus: str) -> None:
@@ -66,9 +72,7 @@ def _follow_corpus(corpus: str) -> None:
     kept = [example for example in examples if example["document"] is None]  # given as text: no corpus
     if len(kept) == len(examples):
         return
-    st.session_state[EXAMPLES_KEY] = kept
-    for position, example in enumerate(kept):
-        st.session_state[f"example-query-{position}"] = example["query"]
+    _store_examples(kept)
     dropped = len(examples) - len(kept)
     st.info(
         f"The {dropped} example{'s' if dropped != 1 else ''} picked from corpus {picked_from} "
@@ -88,7 +92,7 @@ def _example_finder(context: Any, corpus_name: str) -> None:
         chosen = any(e["document"] == hit.external_id and e["source"] == hit.source for e in examples)
         left, right = st.columns([5, 1])
         left.markdown(f"**{escape_markdown(hit.title or hit.external_id)}** · `{hit.external_id}`")
-        left.caption(escape_markdown(hit.snippet(200)))
+        left.caption(escape_markdown(snippet_window(hit.text, query, width=200)))
         right.button(
             "Added" if chosen else "Add",
             key=f"add-{hit.source}-{hit.external_id}",
@@ -109,9 +113,7 @@ def _add_example(example: dict[str, Any]) -> None:
 def _remove_example(index: int) -> None:
     _sync_queries()
     examples = st.session_state[EXAMPLES_KEY]
-    examples.pop(index)
-    for position, kept in enumerate(examples):
-        st.session_state[f"example-query-{position}"] = kept["query"]
+    _store_examples(examples[:index] + examples[index + 1 :])
 
 
 def _sync_queries() -> None:
