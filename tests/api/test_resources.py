@@ -78,6 +78,40 @@ def test_index_versions_list_promote_rollback(client: TestClient, auth: Auth) ->
     assert client.get("/v1/corpora/nowhere/index-versions", headers=admin).status_code == 404
 
 
+def test_an_index_version_is_built_over_http_and_bad_input_starts_no_job(
+    tmp_path: Path, make_installation: Callable[[Path], Any]
+) -> None:
+    """A server without shell access could list, promote and roll back versions but not build one."""
+    installation = make_installation(tmp_path)
+    admin = {"Authorization": f"Bearer {installation.keys['admin']}"}
+    url = "/v1/corpora/kb/index-versions"
+    with TestClient(create_app(installation.settings)) as client:
+        refused = {
+            404: ({"model": "nope"}, "/v1/corpora/kb/index-versions", "Model version 'nope' does not exist"),
+            422: ({"model": "base", "colour": "red"}, url, "The request is not valid at 'body.colour'"),
+        }
+        for code, (body, path, sentence) in refused.items():
+            response = client.post(path, json=body, headers=admin)
+            assert response.status_code == code and response.json()["detail"].startswith(sentence), response.text
+        assert client.post("/v1/corpora/nowhere/index-versions", json={}, headers=admin).status_code == 404
+        search_key = {"Authorization": f"Bearer {installation.keys['search-a']}"}
+        assert client.post(url, json={}, headers=search_key).status_code == 403
+        assert client.get("/v1/jobs", headers=admin).json()["jobs"] == []  # nothing was started
+
+        started = client.post(url, json={"promote": True}, headers=admin)
+
+        assert started.status_code == 202, started.text
+        job = started.json()
+        assert (job["kind"], job["params"]) == ("index_build", {"model": "base", "promote": True, "actor": "key:admin"})
+        done = client.get(f"/v1/jobs/{job['id']}", params={"wait": 60}, headers=admin).json()
+        assert done["state"] == "succeeded" and done["result"]["version"] == 2, done
+        listing = client.get(url, headers=admin).json()
+        assert [(v["version"], v["state"]) for v in listing["versions"]] == [(1, "ready"), (2, "active")]
+        assert listing["activations"][-1]["actor"] == "key:admin"
+        search = client.post("/v1/corpora/kb/search", json={"query": "fjords"}, headers=admin)
+        assert search.status_code == 200 and search.json()["results"], search.text
+
+
 def test_search_configs_list_carries_the_activation_history(
     tmp_path: Path, make_installation: Callable[[Path], Any]
 ) -> None:

@@ -339,6 +339,11 @@ class JobIn(ApiRequest):
     config: PipelineConfigIn = Field(default_factory=PipelineConfigIn)
 
 
+class IndexBuildIn(ApiRequest):
+    model: str = Field(default="base", min_length=1, max_length=128, description="Model version to embed with.")
+    promote: bool = Field(default=False, description="Make the new version active once it is complete.")
+
+
 class JobOut(FromAttributes):
     id: int
     kind: str

@@ -1,13 +1,14 @@
-"""Index versions of a corpus: list them, promote a ready one (one atomic alias swap), roll back."""
+"""Index versions of a corpus: build one (a job), list them, promote a ready one (one atomic alias swap), roll back."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Path
+from fastapi import APIRouter, Path, status
 
 from ferret.api.auth import AdminCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import ActivationOut, IndexVersionList, IndexVersionOut
+from ferret.api.routers.jobs import job_out
+from ferret.api.schemas import ActivationOut, IndexBuildIn, IndexVersionList, IndexVersionOut, JobOut
 from ferret.core.db.activation import INDEX, activation_history, last_activations
 from ferret.core.db.audit import key_actor
 from ferret.core.db.corpus import get_corpus
@@ -62,6 +63,30 @@ def list_all(_caller: AdminCaller, session: SessionDep, corpus: str = Path(max_l
         versions=[index_version_out(v, last.get(v.version)) for v in list_index_versions(session, corpus_row)],
         activations=[activation_out(activation) for activation in history],
     )
+
+
+@router.post(
+    "/v1/corpora/{corpus}/index-versions",
+    response_model=JobOut,
+    status_code=status.HTTP_202_ACCEPTED,
+    responses=error_responses(401, 403, 404, 409, 422, 503),
+    summary="Build a new index version (a job)",
+)
+def build(
+    body: IndexBuildIn, caller: AdminCaller, session: SessionDep, state: StateDep, corpus: str = Path(max_length=128)
+) -> JobOut:
+    """Embeds every passage of the corpus with ``model`` into a new collection version; the active version keeps
+    serving until the new one is complete and promoted (``promote``: at once when the build ends). Poll the job
+    (``GET /v1/jobs/{id}?wait=60``); its ``result.version`` is the version built."""
+    job = state.jobs.start_job(
+        "index_build",
+        session,
+        corpus=get_corpus(session, corpus),
+        model=body.model,
+        promote=body.promote,
+        actor=key_actor(caller.name),
+    )
+    return job_out(job)
 
 
 @router.post(
