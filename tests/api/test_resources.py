@@ -164,8 +164,8 @@ def test_promoting_another_models_index_under_an_active_configuration_says_searc
         assert promoted.status_code == 200 and promoted.json()["model"] == "tuned"
         assert promoted.json()["note"] == (
             "Search configuration 1 is active and searches with retriever 'base', so searches keep reading that "
-            "model's index; to search with 'tuned', promote a configuration that uses it (`ferret config create "
-            "--corpus kb --retriever tuned`, then `ferret config promote`)."
+            "model's index; to search with 'tuned', promote a configuration that uses it (POST "
+            '/v1/corpora/kb/search-configs with {"retriever": "tuned"}, then its promote route).'
         )
         rolled = client.post("/v1/corpora/kb/index-versions/rollback", headers=admin)
         assert rolled.status_code == 200 and rolled.json()["model"] == "base" and rolled.json()["note"] is None

@@ -111,9 +111,7 @@ def test_missing_scope_is_403(
 def test_unknown_corpus_is_404_and_unindexed_is_409(client: TestClient, auth: Auth) -> None:
     response = client.post("/v1/corpora/nowhere/search", json={"query": "volcano"}, headers=auth("search-a"))
     assert response.status_code == 404
-    assert response.json()["detail"] == (
-        "Corpus 'nowhere' does not exist; create it with `ferret ingest --corpus nowhere ...`."
-    )
+    assert response.json()["detail"] == "Corpus 'nowhere' does not exist; create it with POST /v1/corpora."
     response = client.post("/v1/corpora/empty/search", json={"query": "volcano"}, headers=auth("search-a"))
     assert response.status_code == 409
 

@@ -1,7 +1,8 @@
 """Errors as HTTP answers: a user's mistake is one sentence in ``detail`` with the matching status.
 
 ``NotFoundError`` → 404, ``ForbiddenError`` → 403, ``ConflictError`` → 409, ``InvalidInputError`` → 422,
-``UnavailableError`` → 503, any other ``FerretError`` → 400.
+``UnavailableError`` → 503, any other ``FerretError`` → 400. The sentence is the error's ``for_http``: where the
+CLI's sentence names a command, the API's names the route that does the same.
 A request that does not match the schema gets 422 with one sentence about its first problem plus the full list.
 Anything else is a bug: FastAPI's 500, with the traceback in the server log only.
 """
@@ -69,7 +70,7 @@ def describe_validation(errors: list[Any]) -> tuple[str, list[dict[str, Any]]]:
 
 async def _ferret_error(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FerretError)
-    return JSONResponse(ErrorOut(detail=str(exc)).model_dump(exclude_none=True), status_code=status_of(exc))
+    return JSONResponse(ErrorOut(detail=exc.for_http).model_dump(exclude_none=True), status_code=status_of(exc))
 
 
 async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:

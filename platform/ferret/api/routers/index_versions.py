@@ -108,7 +108,7 @@ def promote(
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
     promoted = versions.promote(get_index_version(session, corpus_row, version), actor=key_actor(caller.name))
     answer = index_version_out(promoted, last_activations(session, corpus_row, INDEX).get(promoted.version))
-    return answer.model_copy(update={"note": index_activation_note(session, corpus_row, promoted)})
+    return answer.model_copy(update={"note": index_activation_note(session, corpus_row, promoted, over_http=True)})
 
 
 @router.post(
@@ -124,4 +124,4 @@ def rollback(
     versions = VersionedCollection(session, state.settings, state.backend, corpus_row)
     restored = versions.rollback(actor=key_actor(caller.name))
     answer = index_version_out(restored, last_activations(session, corpus_row, INDEX).get(restored.version))
-    return answer.model_copy(update={"note": index_activation_note(session, corpus_row, restored)})
+    return answer.model_copy(update={"note": index_activation_note(session, corpus_row, restored, over_http=True)})

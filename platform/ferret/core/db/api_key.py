@@ -190,7 +190,10 @@ def list_api_keys(
 def get_api_key(session: Session, name: str) -> ApiKey:
     key = session.scalar(select(ApiKey).where(ApiKey.name == name))
     if key is None:
-        raise NotFoundError(f"API key {name!r} does not exist; `ferret apikey list` shows the keys.")
+        raise NotFoundError(
+            f"API key {name!r} does not exist; `ferret apikey list` shows the keys.",
+            over_http=f"API key {name!r} does not exist; GET /v1/api-keys lists the keys.",
+        )
     return key
 
 

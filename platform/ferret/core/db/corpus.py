@@ -34,7 +34,10 @@ def get_corpus(session: Session, name: str) -> Corpus:
         close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
         if close:
             raise NotFoundError(f"Corpus {name!r} does not exist; did you mean {close[0]!r}?")
-        raise NotFoundError(f"Corpus {name!r} does not exist; create it with `ferret ingest --corpus {name} ...`.")
+        raise NotFoundError(
+            f"Corpus {name!r} does not exist; create it with `ferret ingest --corpus {name} ...`.",
+            over_http=f"Corpus {name!r} does not exist; create it with POST /v1/corpora.",
+        )
     return corpus
 
 

@@ -56,7 +56,10 @@ def create_job(
 def get_job(session: Session, job_id: int) -> Job:
     job = session.get(Job, job_id, populate_existing=True)
     if job is None:
-        raise NotFoundError(f"Job {job_id} does not exist; `ferret jobs list` shows the recent ones.")
+        raise NotFoundError(
+            f"Job {job_id} does not exist; `ferret jobs list` shows the recent ones.",
+            over_http=f"Job {job_id} does not exist; GET /v1/jobs lists the recent ones.",
+        )
     return job
 
 

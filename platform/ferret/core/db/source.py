@@ -23,8 +23,10 @@ def find_source(session: Session, corpus: Corpus, name: str) -> Source | None:
 def get_source(session: Session, corpus: Corpus, name: str) -> Source:
     source = find_source(session, corpus, name)
     if source is None:
+        missing = f"Corpus {corpus.name!r} has no source {name!r}"
         raise NotFoundError(
-            f"Corpus {corpus.name!r} has no source {name!r}; `ferret source list` shows the configured ones."
+            f"{missing}; `ferret source list` shows the configured ones.",
+            over_http=f"{missing}; GET /v1/corpora/{corpus.name}/sources lists the configured ones.",
         )
     return source
 

@@ -34,7 +34,8 @@ def get_task(session: Session, name: str) -> RetrievalTask:
     task = find_task(session, name)
     if task is None:
         raise NotFoundError(
-            f"Task {name!r} does not exist; create it with `ferret task create` or `ferret task import FILE`."
+            f"Task {name!r} does not exist; create it with `ferret task create` or `ferret task import FILE`.",
+            over_http=f"Task {name!r} does not exist; create it with POST /v1/tasks.",
         )
     return task
 
@@ -50,7 +51,8 @@ def list_tasks(session: Session) -> list[RetrievalTask]:
 def ensure_task_name_free(session: Session, name: str) -> None:
     if session.scalar(select(RetrievalTask.id).where(RetrievalTask.name == name)) is not None:
         raise ConflictError(
-            f"Task {name!r} already exists; choose another name or delete it with `ferret task delete`."
+            f"Task {name!r} already exists; choose another name or delete it with `ferret task delete`.",
+            over_http=f"Task {name!r} already exists; choose another name or delete it with DELETE /v1/tasks/{name}.",
         )
 
 

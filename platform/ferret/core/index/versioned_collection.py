@@ -292,9 +292,11 @@ class VersionedCollection:
                 if current is not None
                 else "no version is active"
             )
+            nothing = f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where})"
             raise ConflictError(
-                f"Corpus {self.corpus.name!r} has nothing left to roll back to ({where}); "
-                "promote a version by number with `ferret index promote`."
+                f"{nothing}; promote a version by number with `ferret index promote`.",
+                over_http=f"{nothing}; promote a version with POST /v1/corpora/{self.corpus.name}/index-versions/"
+                "{version}/promote.",
             )
         return self.promote(live[number], actor=actor, via=ROLLBACK)
 

@@ -80,7 +80,10 @@ def _task_evidence(session: Session, task_name: str) -> GuardEvidence:
     task = get_task(session, task_name)
     run = latest_run(session, task)
     if run is None:
-        raise ConflictError(f"Task {task_name!r} has no generation run yet; run `ferret pipeline run` first.")
+        raise ConflictError(
+            f"Task {task_name!r} has no generation run yet; run `ferret pipeline run` first.",
+            over_http=f"Task {task_name!r} has no generation run yet; start its pipeline with POST /v1/jobs first.",
+        )
     defaults = PipelineConfig()
     return guard_evidence(session, task, run, held_out_fraction=defaults.held_out_fraction, seed=defaults.seed)
 

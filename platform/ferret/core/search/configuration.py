@@ -70,9 +70,11 @@ class SearchPlan:
 def _index_of(session: Session, corpus: Corpus, model: ModelVersion) -> IndexVersion:
     live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
     if not live:
+        missing = f"Model {model.name!r} has no live index of corpus {corpus.name!r}"
         raise ConflictError(
-            f"Model {model.name!r} has no live index of corpus {corpus.name!r}; "
-            f"run `ferret index build --corpus {corpus.name} --model {model.name}`."
+            f"{missing}; run `ferret index build --corpus {corpus.name} --model {model.name}`.",
+            over_http=f"{missing}; build one with POST /v1/corpora/{corpus.name}/index-versions and "
+            f'{{"model": "{model.name}"}}.',
         )
     return max(live, key=lambda v: (v.state.value == "active", v.version))
 
@@ -99,18 +101,25 @@ def plan_for(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPl
     )
 
 
-def index_activation_note(session: Session, corpus: Corpus, index_version: IndexVersion) -> str | None:
+def index_activation_note(
+    session: Session, corpus: Corpus, index_version: IndexVersion, *, over_http: bool = False
+) -> str | None:
     """What an index promotion or rollback leaves unchanged: with a search configuration active, searches read the
     index of that configuration's retriever, so activating another model's index does not change them (None when
-    it does)."""
+    it does). ``over_http``: the remedy as API routes, not CLI commands."""
     config = active_search_config(session, corpus)
     if config is None or config.retriever_id in (None, index_version.model_version_id):
         return None
     model = index_version.model_version.name
+    how = (
+        f'POST /v1/corpora/{corpus.name}/search-configs with {{"retriever": "{model}"}}, then its promote route'
+        if over_http
+        else f"`ferret config create --corpus {corpus.name} --retriever {model}`, then `ferret config promote`"
+    )
     return (
         f"Search configuration {config.version} is active and searches with retriever {config.retriever_name!r}, so "
         f"searches keep reading that model's index; to search with {model!r}, promote a configuration that uses it "
-        f"(`ferret config create --corpus {corpus.name} --retriever {model}`, then `ferret config promote`)."
+        f"({how})."
     )
 
 
@@ -210,7 +219,9 @@ def create_config(
     if model is None:
         raise NotFoundError(
             f"Model {retriever!r} is not registered; `ferret index list --corpus {corpus.name}` names the models "
-            "indexed for this corpus."
+            "indexed for this corpus.",
+            over_http=f"Model {retriever!r} is not registered; GET /v1/corpora/{corpus.name}/index-versions names "
+            "the models indexed for this corpus.",
         )
     if model.kind == CROSS_ENCODER_KIND:
         raise InvalidInputError(f"Model {retriever!r} is a reranker (a cross-encoder), not a retriever.")
@@ -293,9 +304,10 @@ def rollback_config(
             if current is not None
             else "no configuration is active"
         )
+        nothing = f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where})"
         raise ConflictError(
-            f"Corpus {corpus.name!r} has no earlier search configuration to roll back to ({where}); "
-            "promote one by number with `ferret config promote`."
+            f"{nothing}; promote one by number with `ferret config promote`.",
+            over_http=f"{nothing}; promote one with POST /v1/corpora/{corpus.name}/search-configs/{{version}}/promote.",
         )
     try:
         return promote_config(session, settings, backend, corpus, configs[number], actor=actor, via=ROLLBACK)

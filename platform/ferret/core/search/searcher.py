@@ -182,7 +182,9 @@ class Searcher:
             if active is None or collection is None:
                 raise ConflictError(
                     f"Corpus {corpus.name!r} has no active index; "
-                    f"run `ferret index build --corpus {corpus.name} --promote`."
+                    f"run `ferret index build --corpus {corpus.name} --promote`.",
+                    over_http=f"Corpus {corpus.name!r} has no active index; build one with POST "
+                    f'/v1/corpora/{corpus.name}/index-versions and {{"promote": true}}.',
                 )
             built = active if active.collection == collection else find_index_version_by_collection(session, collection)
             if built is None:
