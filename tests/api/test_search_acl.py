@@ -56,6 +56,23 @@ def test_search_response_shape_and_k(client: TestClient, auth: Auth) -> None:
     hit = body["results"][0]
     assert hit["external_id"] == "pub-1" and hit["source"] == "push" and hit["metadata"] == {"team": "geo"}
     assert "magma" in hit["text"] and body["took_ms"] > 0
+    assert hit["snippet"] == "Volcanoes erupt magma, ash and gas."
+    assert [hit["snippet"][start:end] for start, end in hit["highlights"]] == ["magma", "ash"]
+
+
+def test_pages_of_results_follow_each_other(client: TestClient, auth: Auth) -> None:
+    """``offset`` skips the first results: pages of two are the slices of one search for all five a key reads."""
+
+    def ids(**page: int) -> list[str]:
+        body = {"query": "volcano team", **page}
+        response = client.post("/v1/corpora/kb/search", json=body, headers=auth("search-a"))
+        assert response.status_code == 200, response.text
+        return [hit["external_id"] for hit in response.json()["results"]]
+
+    whole = ids(k=10)
+    assert len(whole) == 5
+    assert ids(k=2) + ids(k=2, offset=2) + ids(k=2, offset=4) == whole
+    assert ids(k=2, offset=5) == []
 
 
 def test_both_key_headers_work(client: TestClient, installation: object) -> None:
@@ -121,6 +138,8 @@ def test_unknown_corpus_is_404_and_unindexed_is_409(client: TestClient, auth: Au
     [
         {"query": "volcano", "k": 0},
         {"query": "volcano", "k": 101},
+        {"query": "volcano", "offset": -1},
+        {"query": "volcano", "offset": 101},
         {"query": ""},
         {"query": "   "},
         {"query": "x" * 2001},

@@ -20,7 +20,11 @@ from ferret.core.sources import limits
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
 
 MAX_K = 100
+MAX_OFFSET = 100
+"""Results skipped for a later page: ten pages of ten; a deeper page costs the search that much more."""
 MAX_QUERY_CHARS = 2_000
+SNIPPET_CHARS = 240
+"""The ``snippet`` of a result: about three lines of a results page."""
 INT64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 ExternalId = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
@@ -140,6 +144,9 @@ def _version_text(value: Any) -> Any:
 class SearchIn(ApiRequest):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     k: int = Field(default=10, ge=1, le=MAX_K, description="Documents to return.")
+    offset: int = Field(
+        default=0, ge=0, le=MAX_OFFSET, description="Documents to skip first: the next page starts at offset + k."
+    )
     mode: Literal["dense", "sparse", "hybrid"] | None = Field(
         default=None, description="Default: the server's FERRET_SEARCH_MODE."
     )
@@ -158,6 +165,15 @@ class SearchResultOut(FromAttributes):
     external_id: str
     title: str
     text: str = Field(description="The best-matching passage of the document.")
+    snippet: str = Field(
+        default="",
+        description=f"About {SNIPPET_CHARS} characters of the passage around the query's first word, cut at whole "
+        "words, '…' where text was left out (whitespace collapsed).",
+    )
+    highlights: list[tuple[int, int]] = Field(
+        default_factory=list,
+        description="Where the query's words are in the snippet: [start, end) character offsets, in order.",
+    )
     score: float
     passage_id: int
     source: str

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferret.core.search.snippets import query_terms, snippet_window, terms_pattern
+from ferret.core.search.snippets import highlight_spans, query_terms, snippet_window, terms_pattern
 
 LONG = (
     "Annual leave is booked in the HR portal at least two weeks ahead. Unused days carry over until the end of "
@@ -26,3 +26,11 @@ def test_query_words_are_marked_whole_and_stop_words_are_not() -> None:
     assert pattern is not None
     assert [m.group(0) for m in pattern.finditer(LONG)] == ["leave", "Parental", "leave", "parent"]
     assert terms_pattern("what is the") is None
+
+
+def test_highlight_spans_are_the_marked_words_offsets() -> None:
+    spans = highlight_spans(LONG, "parent leave")
+
+    assert [LONG[start:end] for start, end in spans] == ["leave", "Parental", "leave", "parent"]
+    assert spans == sorted(spans)
+    assert highlight_spans(LONG, "what is the") == []

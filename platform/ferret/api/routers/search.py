@@ -9,9 +9,11 @@ from fastapi import APIRouter, Path
 from ferret.api.auth import SearchCaller
 from ferret.api.dependencies import StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import SearchIn, SearchOut, SearchResultOut
+from ferret.api.schemas import SNIPPET_CHARS, SearchIn, SearchOut, SearchResultOut
 from ferret.core.db.corpus import get_corpus
 from ferret.core.search.configuration import plan_by_name
+from ferret.core.search.searcher import SearchResult
+from ferret.core.search.snippets import highlight_spans, snippet_window
 
 router = APIRouter(tags=["search"])
 
@@ -28,8 +30,9 @@ def search(
     state: StateDep,
     corpus: str = Path(max_length=128),
 ) -> SearchOut:
-    """The top ``k`` documents for ``query``, each with its best passage. Only documents shared with one of the
-    key's groups, or public, can be returned; ``filters`` narrow further. 409 when the corpus has no active index."""
+    """The top ``k`` documents for ``query`` after the first ``offset``, each with its best passage, a snippet of it
+    around the query's words and where those words are. Only documents shared with one of the key's groups, or
+    public, can be returned; ``filters`` narrow further. 409 when the corpus has no active index."""
     started = time.perf_counter()
     mode = state.searcher.mode(body.mode)
     plan = None
@@ -39,7 +42,7 @@ def search(
     results = state.searcher.search(
         corpus,
         body.query,
-        k=body.k,
+        k=body.offset + body.k,
         mode=mode,
         acl_groups=caller.search_groups,
         filters=body.filters.conditions(),
@@ -49,6 +52,13 @@ def search(
         corpus=corpus,
         query=body.query,
         mode=mode,
-        results=[SearchResultOut.model_validate(result) for result in results],
+        results=[_result_out(result, body.query) for result in results[body.offset :]],
         took_ms=(time.perf_counter() - started) * 1000,
+    )
+
+
+def _result_out(result: SearchResult, query: str) -> SearchResultOut:
+    snippet = snippet_window(result.text, query, width=SNIPPET_CHARS)
+    return SearchResultOut.model_validate(result).model_copy(
+        update={"snippet": snippet, "highlights": highlight_spans(snippet, query)}
     )

@@ -8,6 +8,8 @@ Example:
     ['capital', 'france']
     >>> snippet_window("A long text … Paris is the capital of France.", "capital", width=30)
     '…the capital of France.'
+    >>> highlight_spans("…the capital of France.", "capital of France")
+    [(5, 12), (16, 22)]
 """
 
 from __future__ import annotations
@@ -78,3 +80,10 @@ def snippet_window(text: str, query: str, *, width: int) -> str:
     if end < len(flat):
         piece = piece.rsplit(" ", 1)[0] + "…"
     return ("…" if start > 0 else "") + piece
+
+
+def highlight_spans(text: str, query: str) -> list[tuple[int, int]]:
+    """Where the query's words are in ``text``: (start, end) character offsets in order, the words that
+    ``terms_pattern`` marks, for a client that styles them itself (the API's ``highlights``)."""
+    pattern = terms_pattern(query)
+    return [] if pattern is None else [match.span() for match in pattern.finditer(text)]
