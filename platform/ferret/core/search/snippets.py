@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = frozenset(
@@ -52,10 +53,17 @@ _STOPWORDS = frozenset(
 def query_terms(query: str) -> list[str]:
     """The words worth marking: lower-cased, stop words and one-letter words left out, longest first (so a longer
     word is marked whole before a shorter one inside it)."""
+    return list(_terms(query))
+
+
+@lru_cache(maxsize=256)
+def _terms(query: str) -> tuple[str, ...]:
+    # Kept per query: every result of a search reads the same terms (and the API's server sees a query again).
     terms = {word.lower() for word in _WORD.findall(query) if len(word) > 1 and word.lower() not in _STOPWORDS}
-    return sorted(terms, key=lambda term: (-len(term), term))
+    return tuple(sorted(terms, key=lambda term: (-len(term), term)))
 
 
+@lru_cache(maxsize=256)
 def terms_pattern(query: str) -> re.Pattern[str] | None:
     """One pattern for every word of the text that starts with a query word (case-insensitive); None without any."""
     terms = query_terms(query)
@@ -71,7 +79,7 @@ def snippet_window(text: str, query: str, *, width: int) -> str:
     if len(flat) <= width:
         return flat
     lowered = flat.lower()
-    positions = [lowered.find(term) for term in query_terms(query) if term in lowered]
+    positions = [lowered.find(term) for term in _terms(query) if term in lowered]
     start = max(0, min(positions) - width // 4) if positions else 0
     if start > 0:
         start = flat.find(" ", start) + 1 or start
