@@ -199,3 +199,44 @@ def test_principals_expand_through_reported_memberships(session: Session) -> Non
     assert expand_principals(session, ["user:eve@x.org"]) == ["user:eve@x.org"]
     assert replace_group_members(session, source, [("wiki:group:ops", "user:bob@x.org")]) == 2
     assert expand_principals(session, ["user:ann@x.org"]) == ["user:ann@x.org"]
+
+
+def test_a_source_pointed_at_another_table_reads_all_of_it(
+    ferret_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``source add --replace`` with another table (bucket, share, site): the old checkpoint's watermark is no
+    position in the new data, so the next sync reads everything instead of only rows newer than the old ones."""
+    path = tmp_path / "two.sqlite"
+    with sqlite3.connect(path) as connection:
+        for table in ("current", "archive"):
+            connection.execute(f"CREATE TABLE {table} (id INTEGER PRIMARY KEY, title TEXT, body TEXT, updated TEXT)")
+        connection.execute("INSERT INTO current VALUES (1, 'Refunds', 'Refunds take five days.', '2026-01-01')")
+        connection.execute("INSERT INTO archive VALUES (7, 'Memo', 'The 2019 merger memo.', '2019-05-01')")
+    monkeypatch.setenv("KB_URL", f"sqlite:///{path}")
+    spec = json.loads(definition(tmp_path).read_text())
+    spec["config"] = {**spec["config"], "table": "current", "updated_column": "updated", "acl_column": None}
+    (tmp_path / "two.json").write_text(json.dumps(spec), encoding="utf-8")
+    assert runner.invoke(app, ["source", "add", str(tmp_path / "two.json")]).exit_code == 0
+    assert runner.invoke(app, ["source", "sync", "help", "kb"]).exit_code == 0
+
+    spec["config"]["table"] = "archive"
+    (tmp_path / "two.json").write_text(json.dumps(spec), encoding="utf-8")
+    assert runner.invoke(app, ["source", "add", str(tmp_path / "two.json"), "--replace"]).exit_code == 0
+    done = runner.invoke(app, ["source", "sync", "help", "kb", "--json"])
+    assert done.exit_code == 0, done.output
+    counts = json.loads(done.stdout)["counts"]
+    assert (counts["new"], counts["deleted"]) == (1, 1)
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        assert connection.execute("SELECT external_id FROM documents").fetchall() == [("7",)]
+
+    def checkpoint() -> str | None:
+        with sqlite3.connect(ferret_home / "ferret.db") as connection:
+            (stored,) = connection.execute("SELECT checkpoint FROM sources WHERE name = 'kb'").fetchone()
+        return str(stored) if stored is not None else None
+
+    kept = checkpoint()
+    assert kept is not None and "2019-05-01" in kept
+    spec["schedule_minutes"] = 60  # not the config: the checkpoint stays
+    (tmp_path / "two.json").write_text(json.dumps(spec), encoding="utf-8")
+    assert runner.invoke(app, ["source", "add", str(tmp_path / "two.json"), "--replace"]).exit_code == 0
+    assert checkpoint() == kept

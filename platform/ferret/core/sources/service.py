@@ -49,7 +49,8 @@ def not_incremental(kind: str) -> InvalidInputError:
 
 
 def add_source(session: Session, spec: SourceSpec, build: ConnectorBuilder, *, replace: bool = False) -> Source:
-    """Store a source after building its connector once (a bad config fails here, not at the first sync)."""
+    """Store a source after building its connector once (a bad config fails here, not at the first sync); a changed
+    config drops the checkpoint, so the next sync reads every document (unchanged ones are not re-embedded)."""
     check_no_plaintext_secrets(spec.config)
     corpus = get_or_create_corpus(session, spec.corpus)
     source = find_source(session, corpus, spec.name)
@@ -65,6 +66,10 @@ def add_source(session: Session, spec: SourceSpec, build: ConnectorBuilder, *, r
     if source is None:
         source = Source(corpus_id=corpus.id, name=spec.name, kind=spec.kind, config=config)
         session.add(source)
+    elif source.config != config:
+        # The checkpoint is a position in what the old config read (a watermark, a commit, delta links): kept, a
+        # source pointed at another bucket, share, table or site would never read the documents older than it.
+        source.checkpoint = None
     source.config = config
     source.schedule_minutes = spec.schedule_minutes
     source.enabled = spec.enabled
