@@ -77,6 +77,12 @@ class ModelRegistry:
             return self.ensure_base()
         return get_model_version(self.session, name)
 
+    def checked_name(self, name: str) -> str:
+        """``name`` if it names a model version, without loading any: what starting a job checks. The base always
+        does; the stage that uses it registers it (``ensure_base`` loads it to read its dimension: torch, seconds
+        of a ``--async`` command on a new installation)."""
+        return name if name == BASE_MODEL_NAME else get_model_version(self.session, name).name
+
     def model_dir(self, name: str) -> Path:
         """Where a new trained version's files go."""
         return self.settings.models_path / name

@@ -146,7 +146,7 @@ def prepare_index_build(
     """An index build of ``corpus`` with model version ``model`` (which must exist), promoted when asked; the audit
     trail names ``actor`` as the promoter."""
     row = get_corpus(context.session, corpus) if isinstance(corpus, str) else corpus
-    name = ModelRegistry(context.session, context.settings).get(model).name
+    name = ModelRegistry(context.session, context.settings).checked_name(model)
     params = {"model": name, "promote": promote, "actor": actor}
     return JobLaunch(row.id, lambda job_id: (params, {"job_id": job_id, "corpus": row.name, **params}))
 

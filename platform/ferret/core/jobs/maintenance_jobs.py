@@ -74,7 +74,7 @@ def prepare_evaluation(
     if not folder.is_dir():
         raise InvalidInputError(f"Dataset folder {folder} does not exist.")
     registry = ModelRegistry(context.session, context.settings)
-    names = [registry.get(name).name for name in models] if models else ["base"]
+    names = [registry.checked_name(name) for name in models] if models else ["base"]
     held_corpus_judged(context.session, folder, corpus)  # a set that judges nothing fails here, not in a job
     corpus_name = corpus or corpus_name_for(folder)
     existing = find_corpus(context.session, corpus_name)
