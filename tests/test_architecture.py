@@ -53,10 +53,13 @@ FUNCTION_LEVEL_IMPORTS = {
     ("ferret.api.routers.ask", "ferret.core.qa.span_reader"),
     # matplotlib loads only when a curve is drawn.
     ("ferret.cli.realm_commands", "ferret.core.realm.plot"),
-    # Start-up (issue 11, item 9): torch at the first model load, every pipeline's stages with the first job.
+    # Start-up (issue 11, item 9): torch at the first model load; the job catalogue and Celery's names with the first
+    # job (a search or a listing needs neither). The catalogue's heavy stage functions are not imported here but
+    # named by `StageBody` and imported when a stage runs (tests/core/jobs/test_catalog.py resolves each).
     ("ferret.core.encoder.registry", "ferret.core.encoder.dual_encoder"),
     ("ferret.runtime.context", "ferret.workers.dispatch"),
-    # The queue names come from the job catalogue (every pipeline's stages): only `ferret worker` needs them.
+    # The queue names come from the job catalogue (its one-step jobs import the ingest and the evaluation): only
+    # `ferret worker` needs them, not `ferret jobs list`.
     ("ferret.cli.job_commands", "ferret.workers.names"),
 }
 """(importing module, imported module) pairs allowed inside a function."""

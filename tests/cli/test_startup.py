@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 import typer
+from sqlalchemy import select
 from typer.testing import CliRunner
 
 from ferret.cli.main import LAZY_COMMANDS, app
+from ferret.core.db.engine import session_scope
+from ferret.core.db.models import Job
+from ferret.core.settings import FerretSettings
 
 ML_MODULES = ("torch", "transformers", "sentence_transformers")
 """What made every command take 8-30 s to start; none of it is needed to parse arguments or print help."""
@@ -76,6 +80,38 @@ def test_searches_import_no_ml_library(
         loaded = modules_after(code, env)
         assert not loaded & set(ML_MODULES), (command, sorted(loaded & set(ML_MODULES)))
         assert ("onnxruntime" in loaded) == (command[0] == "search" and "sparse" not in command), command
+
+
+def test_the_job_catalogue_imports_no_ml_library() -> None:
+    """Every face that starts, retries or cancels a job reads the catalogue; the stage functions that import torch
+    are named by ``StageBody`` and imported only when a stage runs (it took 2-3 s of every ``--async``)."""
+    loaded = modules_after("import ferret.core.jobs.catalog\nimport ferret.workers.dispatch")
+
+    assert not loaded & set(ML_MODULES), sorted(loaded & set(ML_MODULES))
+
+
+def test_an_async_index_build_imports_no_ml_library(
+    ferret_home: Path, make_files: Callable[[Path, dict[str, str | bytes]], Path]
+) -> None:
+    """``--async`` only checks the inputs and starts the job: in embedded mode a detached runner builds the index
+    (and imports torch), the command's own process imports none of it."""
+    runner = CliRunner()
+    folder = make_files(ferret_home.parent / "docs", {"glaciers.txt": "Glaciers carve fjords over millennia."})
+    assert runner.invoke(app, ["ingest", "--corpus", "c", "--path", str(folder)]).exit_code == 0
+    code = (
+        "import contextlib, io\nfrom ferret.cli.main import app\nout = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    app(['index', 'build', '--corpus', 'c', '--async'])\n"
+        "assert 'started in a detached local runner' in out.getvalue(), out.getvalue()"
+    )
+
+    loaded = modules_after(code, {**os.environ, "FERRET_HOME": str(ferret_home)})
+
+    assert not loaded & set(ML_MODULES), sorted(loaded & set(ML_MODULES))
+    with session_scope(FerretSettings(home=ferret_home).database_url) as session:
+        job = session.scalars(select(Job).where(Job.kind == "index_build")).one()
+    followed = runner.invoke(app, ["jobs", "follow", str(job.id)])  # no runner outlives the test
+    assert followed.exit_code == 0, followed.output
 
 
 def test_each_listed_line_is_the_command_s_own_help() -> None:

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from ferret.cli.main import app
 from ferret.core.db.job import create_job, get_job, set_celery_id, start_attempt
 from ferret.core.db.models import JobState
-from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
+from ferret.core.pipeline.promptagator.declaration import PROMPTAGATOR
 from ferret.workers.apps.base import celery_config
 from ferret.workers.names import QUEUE_OF_TASK, Queue, WorkerKind
 

@@ -127,8 +127,8 @@ def worker(
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "info",
 ) -> None:
     """Run a Celery worker of one kind on its queue (needs FERRET_BROKER_URL)."""
-    # Here, not at the top: the queue names come from the job catalogue, which loads the ML stack that
-    # `ferret jobs list` has no use for (5 s of imports).
+    # Here, not at the top: the queue names come from the job catalogue, whose one-step jobs import the ingest, the
+    # index build and the evaluation (numpy, scipy, bm25s: a fifth of `ferret jobs list`'s second, of no use to it).
     from ferret.workers.names import DEFAULT_CONCURRENCY, QUEUE_OF_KIND, WorkerKind
 
     if kind not in WORKER_KINDS:

@@ -47,8 +47,9 @@ class Runtime:
 
     @cached_property
     def jobs(self) -> JobQueue:
-        """The job queue, built when a command first starts or cancels a job: the dispatcher imports every
-        pipeline's stages and torch with them, which a search or a listing never needs (issue 11, item 9)."""
+        """The job queue, built when a command first starts or cancels a job: the dispatcher imports the job
+        catalogue (every pipeline's declaration; the one-step jobs' ingest, index build and evaluation), which a
+        search or a listing never needs (issue 11, item 9)."""
         return self.job_queue()
 
 

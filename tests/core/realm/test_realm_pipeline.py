@@ -12,7 +12,7 @@ from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.jobs.catalog import JOB_KINDS, pipeline_of
 from ferret.core.pipeline.declaration import Resource, WorkerQueue
 from ferret.core.pipeline.promptagator.state import PipelineConfig
-from ferret.core.pipeline.realm.stages import REALM
+from ferret.core.pipeline.realm.declaration import REALM
 from ferret.core.pipeline.realm.state import JOB_REALM, RealmState, resumed_state
 from ferret.core.realm.config import RealmConfig
 

@@ -1,7 +1,9 @@
 """Every kind of job Ferret runs, by its ``jobs.kind``: the declared pipelines and the one-step jobs.
 
 The job runner, embedded mode, the dispatcher and the Celery task table (``ferret.workers.tasks.table``) all read
-this table; a new pipeline (REALM) is listed here once.
+this table; a new pipeline (REALM) is listed here once. It imports each pipeline's declaration, not the stage
+functions that train or judge models: those are named by ``StageBody`` and imported when a stage runs, so a command
+that starts, retries or cancels a job imports no ML library (``tests/cli/test_startup.py``).
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from ferret.core.jobs.maintenance_jobs import EVAL, INDEX_REPAIR
 from ferret.core.jobs.push_jobs import PUSH_INDEX
 from ferret.core.jobs.source_sync import SOURCE_SYNC
 from ferret.core.pipeline.declaration import Pipeline
-from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR
-from ferret.core.pipeline.realm.stages import REALM
+from ferret.core.pipeline.promptagator.declaration import PROMPTAGATOR
+from ferret.core.pipeline.realm.declaration import REALM
 
 JOB_KINDS: dict[str, Pipeline[Any]] = {
     pipeline.kind: pipeline

@@ -11,12 +11,16 @@ A one-step job (an ingest, an index build) is a pipeline of one stage. Adding a 
 reranker) means writing its functions and one declaration, then listing the pipeline in
 ``ferret.core.jobs.catalog``. How a face starts a job of it is declared here too (``Pipeline.prepare``): the job
 queue's one ``start_job(kind, session, **inputs)`` hands the inputs to it, so no face or queue grows a method per
-pipeline.
+pipeline. A stage whose function imports the ML stack is named by a ``StageBody`` (its module and function), so a
+declaration, which every face reads to start a job, imports none of it.
 
 Example:
     >>> EXAMPLE = Pipeline(
     ...     kind="example",
-    ...     stages=(Stage("count", count_documents, WorkerQueue.CPU), Stage("embed", embed, WorkerQueue.GPU, {INDEX})),
+    ...     stages=(
+    ...         Stage("count", count_documents, WorkerQueue.CPU),
+    ...         Stage("embed", StageBody("example.stages", "embed"), WorkerQueue.GPU, {Resource.INDEX}),
+    ...     ),
     ...     load=ExampleState.from_json,
     ...     dump=ExampleState.to_json,
     ...     job_id=lambda state: state.job_id,
@@ -26,6 +30,7 @@ Example:
 from __future__ import annotations
 
 import enum
+import importlib
 import inspect
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -105,8 +110,37 @@ def _present(value: _R | None, resource: Resource) -> _R:
 
 
 @dataclass(frozen=True)
+class StageBody:
+    """A stage's function named by its module and name, imported the first time the stage runs.
+
+    Every face that starts, retries or cancels a job reads the job catalogue (``ferret.core.jobs.catalog``), but
+    only a worker or a job runner runs a stage; the training and guard stages import torch and transformers, seconds
+    that a ``--async`` command waited for (issue 11, item 9). Their declarations name them this way, and
+    ``tests/cli/test_startup.py`` checks that the catalogue imports no ML library.
+
+    Example:
+        >>> train = StageBody("ferret.core.pipeline.promptagator.stages", "train_stage")
+        >>> Stage("train", train, WorkerQueue.GPU)
+    """
+
+    module: str
+    function: str
+
+    def resolve(self) -> Callable[[StageContext, Any], Any]:
+        """The function itself (importing its module on first use)."""
+        body = getattr(importlib.import_module(self.module), self.function)
+        if not callable(body):
+            raise TypeError(f"{self.module}.{self.function} is not a function")
+        return body
+
+    def __call__(self, context: StageContext, state: Any) -> Any:
+        return self.resolve()(context, state)
+
+
+@dataclass(frozen=True)
 class Stage(Generic[S]):
-    """One stage: ``run(context, state)`` returns the state for the next stage (or the job's result)."""
+    """One stage: ``run(context, state)`` returns the state for the next stage (or the job's result); ``run`` is the
+    function itself or a ``StageBody`` that names it."""
 
     name: str
     run: Callable[[StageContext, S], S]

@@ -1,6 +1,6 @@
 """The Promptagator pipeline for one task in this process: generate → filter → train → guard → index → promote.
 
-``run_pipeline`` runs the declared stages (``ferret.core.pipeline.promptagator.stages.PROMPTAGATOR``) one after the
+``run_pipeline`` runs the declared stages (``ferret.core.pipeline.promptagator.declaration.PROMPTAGATOR``) one after the
 other in this process, with the LLM and index backend the caller holds; the job runner and the workers run the very
 same declaration, stage by stage. Every stage is resumable
 or idempotent on its own (generation resumes its run, filters are re-applied from scratch, training reuses the
@@ -27,7 +27,8 @@ from ferret.core.errors import ConflictError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.llm.base import LLMBackend
 from ferret.core.pipeline.declaration import StageContext, run_in_process
-from ferret.core.pipeline.promptagator.stages import PROMPTAGATOR, reference_model_name
+from ferret.core.pipeline.promptagator.declaration import PROMPTAGATOR
+from ferret.core.pipeline.promptagator.stages import reference_model_name
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.progress import Progress, quiet
 from ferret.core.settings import FerretSettings

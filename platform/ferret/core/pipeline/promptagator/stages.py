@@ -1,4 +1,6 @@
-"""The Promptagator pipeline, declared (``PROMPTAGATOR``): generate → filter → train → guard → index.
+"""The Promptagator pipeline's stage functions: generate → filter → train → guard → index (configure is in
+``configure``); the pipeline is declared in ``declaration`` (``PROMPTAGATOR``), which names these by ``StageBody``
+so that starting a job imports none of this module's ML stack.
 
 Each stage function takes a ``StageContext`` (session, settings, progress and the resources its declaration lists)
 and a ``PipelineState`` (ids, not rows), commits what the next stage needs and returns the state advanced. That is
@@ -21,7 +23,6 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,24 +31,14 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.document import passage_texts_of_documents
 from ferret.core.db.index_version import active_index_version, live_index_versions
-from ferret.core.db.job import active_jobs
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
-from ferret.core.db.task import get_task
 from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
-from ferret.core.pipeline.declaration import (
-    JobLaunch,
-    LaunchContext,
-    Pipeline,
-    Resource,
-    Stage,
-    StageContext,
-    WorkerQueue,
-)
-from ferret.core.pipeline.promptagator.configure import configure_stage
+from ferret.core.pipeline.declaration import StageContext
+from ferret.core.pipeline.promptagator.declaration import require_active_index
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.search.searcher import Searcher
 from ferret.core.settings import FerretSettings
@@ -60,11 +51,6 @@ from ferret.core.training.guard import run_guard
 from ferret.core.training.guard_evidence import guard_evidence, passage_texts, split_held_out
 from ferret.core.training.hard_negatives import bm25_hard_negatives, bm25_residual_negatives
 from ferret.core.training.positives import passage_positives
-
-JOB_PIPELINE = "pipeline"
-"""The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
-ROUND_TRIP_RETRIEVERS = ("none", "bm25", "hybrid")
-"""Round trips that no model version names (``PipelineConfig.round_trip``; any other value is one)."""
 
 
 def should_promote(state: PipelineState) -> bool:
@@ -139,13 +125,6 @@ def filter_stage(context: StageContext, state: PipelineState) -> PipelineState:
     return state.advance("filter", time.perf_counter() - started, filters=report.as_dict())
 
 
-def _require_active_index(session: Session, corpus: Corpus) -> None:
-    if active_index_version(session, corpus) is None:
-        raise InvalidInputError(
-            f"Round trip 'hybrid' searches the active index, and corpus {corpus.name!r} has none; index it first."
-        )
-
-
 def _round_trip_retriever(context: StageContext, corpus: Corpus, config: PipelineConfig) -> Retriever | None:
     """The round-trip filter's retriever. A model's live index of the corpus is searched rather than the corpus
     embedded again (the same MaxP ranking, up to HNSW's approximation; the quickstart's base index serves it)."""
@@ -155,7 +134,7 @@ def _round_trip_retriever(context: StageContext, corpus: Corpus, config: Pipelin
     if config.round_trip == "bm25":
         return BM25Retriever.for_corpus(session, corpus)
     if config.round_trip == "hybrid":
-        _require_active_index(session, corpus)
+        require_active_index(session, corpus)
         searcher = Searcher.over(session, settings, context.backend)
         return SearcherRetriever(searcher, corpus.name, mode="hybrid", depth=_round_trip_depth(config))
     registry = ModelRegistry(session, settings)
@@ -305,75 +284,3 @@ def index_stage(context: StageContext, state: PipelineState) -> PipelineState:
         progress=context.progress,
     )
     return state.advance("index", time.perf_counter() - started, promoted=promote, index_version_id=index_version.id)
-
-
-def progress_counts(state: PipelineState) -> dict[str, Any]:
-    """What the admin shows beside the progress bar."""
-    counts: dict[str, Any] = {"model": state.model_name}
-    if state.run_id is not None:
-        counts["generation_run"] = state.run_id
-    if state.filters is not None:
-        counts["queries_kept"] = state.filters.get("kept")
-        counts["queries_considered"] = state.filters.get("considered")
-    if state.guard is not None:
-        counts["guard_passed"] = state.guard.get("passed")
-    return counts
-
-
-def job_result(state: PipelineState, done: Sequence[str]) -> dict[str, Any]:
-    """The job's stored result: the state so far and the stages done."""
-    return {**state.to_json(), "stages_done": list(done)}
-
-
-def prepare_job(
-    context: LaunchContext, *, task: RetrievalTask | str, config: PipelineConfig | None = None
-) -> JobLaunch:
-    """A pipeline job of ``task``; its model is named ``config.model_name`` or ``<task>-job<id>``."""
-    session = context.session
-    row = get_task(session, task) if isinstance(task, str) else task
-    checked = (config or PipelineConfig()).validated()
-    if checked.model_name is not None and find_model_version(session, checked.model_name) is not None:
-        raise ConflictError(f"Model version {checked.model_name!r} already exists; choose another model name.")
-    # What the later stages read is checked now, not after the hours of generation before them.
-    for named in (checked.init_model, checked.round_trip):
-        if named is not None and named not in (*ROUND_TRIP_RETRIEVERS, BASE_MODEL_NAME):
-            get_model_version(session, named)  # NotFoundError naming the known versions
-    if checked.round_trip == "hybrid":
-        _require_active_index(session, row.corpus)
-    # Two runs of one task would write the same generation run's queries (its samples are keyed by document).
-    if running := active_jobs(session, JOB_PIPELINE, task=row.name):
-        raise ConflictError(f"Task {row.name!r} already has pipeline job {running[0].id}; wait for it or cancel it.")
-
-    def begin(job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        name = checked.model_name or f"{row.name}-job{job_id}"
-        state = PipelineState.start(row, checked, model_name=name, job_id=job_id)
-        return {"task": row.name, "model_name": name, "config": checked.to_json()}, state.to_json()
-
-    return JobLaunch(row.corpus_id, begin)
-
-
-# Each stage's share of the job's progress: the quickstart's stage times on 2 CPU cores (generate 176 s, filter 4,
-# train 41, guard 8, configure 1; benchmarks/RESULTS.md, issue 12, twentieth session), rounded, with room for the
-# index build a promoted model gets. Generation dominates on a GPU too: 189 of the 267 s of SciFact's pipeline on an
-# H100 (71%; benchmarks/RESULTS.md, issue 16).
-PROMPTAGATOR: Pipeline[PipelineState] = Pipeline(
-    kind=JOB_PIPELINE,
-    stages=(
-        Stage("generate", generate_stage, WorkerQueue.LLM, needs=frozenset({Resource.LLM}), share=70),
-        # The index: round trip through a live index (the base model's, or the hybrid first stage).
-        Stage("filter", filter_stage, WorkerQueue.CPU, needs=frozenset({Resource.INDEX}), share=2),
-        Stage("train", train_stage, WorkerQueue.GPU, share=16),
-        Stage("guard", guard_stage, WorkerQueue.GPU, share=4),
-        Stage("index", index_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX}), share=6),
-        Stage("configure", configure_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX}), share=2),
-    ),
-    load=PipelineState.from_json,
-    dump=PipelineState.to_json,
-    job_id=lambda state: state.job_id,
-    task_prefix="ferret.pipeline",
-    counts=progress_counts,
-    result=job_result,
-    description="Promptagator: synthetic queries from a few examples, filtered, fine-tuned, guarded, indexed.",
-    prepare=prepare_job,
-)
-"""Task names ``ferret.pipeline.<stage>``; a Celery chain llm → cpu → gpu with a broker."""

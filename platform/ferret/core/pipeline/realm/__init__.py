@@ -1,2 +1,2 @@
-"""The REALM pre-training pipeline: its state (``state``) and its declared stages (``stages``); the model code is in
-``ferret.core.realm``."""
+"""The REALM pre-training pipeline: its state (``state``), its declaration (``declaration``: ``REALM``, what starting
+a job reads) and its stage functions (``stages``); the model code is in ``ferret.core.realm``."""

@@ -1,4 +1,6 @@
-"""The REALM pre-training pipeline, declared once: pretrain → guard, both on the gpu queue.
+"""The REALM pre-training pipeline's stage functions: pretrain → guard, both on the gpu queue. The pipeline is
+declared in ``declaration`` (``REALM``), which names these by ``StageBody`` so that starting a job imports none of
+this module's ML stack.
 
 - ``pretrain`` masks the corpus, warms the reader up, trains with the asynchronous index refresh through internal
   collections (``ferret.core.realm.refresh``) and registers the WiSE-FT'd retriever as a model version. It is safe
@@ -16,25 +18,14 @@ Example:
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.model_version import find_model_version, get_model_version
-from ferret.core.db.models import Corpus
 from ferret.core.encoder.registry import ModelRegistry
-from ferret.core.errors import ConflictError
-from ferret.core.pipeline.declaration import (
-    JobLaunch,
-    LaunchContext,
-    Pipeline,
-    Resource,
-    Stage,
-    StageContext,
-    WorkerQueue,
-)
-from ferret.core.pipeline.realm.state import JOB_REALM, RealmState, resumed_state
+from ferret.core.pipeline.declaration import StageContext
+from ferret.core.pipeline.realm.state import RealmState
 from ferret.core.realm.config import RealmConfig
 from ferret.core.realm.masking import MaskedSentence
 from ferret.core.realm.pretrain import corpus_passages, guard_realm_model, masked_data, register_realm_model
@@ -91,54 +82,3 @@ def guard_stage(context: StageContext, state: RealmState) -> RealmState:
         corpus = get_corpus(session, state.corpus)
         stored = guard_realm_model(session, context.settings, model, corpus, held_out, task=state.task).as_dict()
     return state.advance(guard={"passed": stored["passed"], "reason": stored["reason"]})
-
-
-def _result(state: RealmState, done: Any) -> dict[str, Any]:
-    summary = {key: value for key, value in state.summary.items() if key not in ("losses", "best_dir")}
-    return {"model": state.model_name, "run_key": state.run_key, **summary}
-
-
-def _job_id(state: RealmState) -> int | None:
-    return state.job_id
-
-
-def prepare_job(
-    context: LaunchContext,
-    *,
-    corpus: Corpus | str,
-    config: RealmConfig | None = None,
-    model_name: str | None = None,
-    task: str | None = None,
-    resume_from: int | None = None,
-) -> JobLaunch:
-    """REALM pre-training of ``corpus``; ``resume_from`` continues a killed REALM job from its checkpoint."""
-    session = context.session
-    row = get_corpus(session, corpus) if isinstance(corpus, str) else corpus
-    if resume_from is not None:
-        state = resumed_state(session, resume_from, row)
-    else:
-        state = RealmState.start(row, config or RealmConfig(), model_name=model_name, task=task)
-        if find_model_version(session, state.model_name) is not None:
-            raise ConflictError(f"Model version {state.model_name!r} already exists; choose another model name.")
-
-    def begin(job_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        started = replace(state, job_id=job_id).to_json()
-        return {"model_name": state.model_name, "resumed_from": resume_from, "state": started}, started
-
-    return JobLaunch(row.id, begin)
-
-
-REALM: Pipeline[RealmState] = Pipeline(
-    kind=JOB_REALM,
-    stages=(
-        Stage("pretrain", pretrain_stage, WorkerQueue.GPU, needs=frozenset({Resource.INDEX})),
-        Stage("guard", guard_stage, WorkerQueue.GPU),
-    ),
-    load=RealmState.from_json,
-    dump=RealmState.to_json,
-    job_id=_job_id,
-    task_prefix="ferret.realm",
-    result=_result,
-    description="REALM pre-training of a corpus's retriever (no examples needed), then the promotion guard.",
-    prepare=prepare_job,
-)
