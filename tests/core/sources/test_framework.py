@@ -84,6 +84,13 @@ def test_plain_text_secrets_and_bad_definitions_are_refused() -> None:
     with pytest.raises(InvalidInputError, match="a mapping"):
         parse_spec(["not", "a", "mapping"])
     assert parse_spec({**base, "config": {"secret_access_key": {"env": "S3_SECRET"}}}).name == "s3-docs"
+    sql = {**base, "kind": "sql"}
+    with pytest.raises(InvalidInputError, match=r"config.url is a URL with a password in it; write the whole URL"):
+        parse_spec({**sql, "config": {"url": "postgresql+psycopg://ferret:hunter2@db.corp:5432/kb"}})
+    with pytest.raises(InvalidInputError, match=r"config.remotes\[0\] is a URL with a password"):
+        parse_spec({**sql, "config": {"remotes": ["https://bot:ghp_x@git.corp/handbook.git"]}})
+    for harmless in ("postgresql+psycopg://ferret@db.corp/kb", "sqlite:////srv/kb.sqlite", "https://wiki/a:b@c"):
+        assert parse_spec({**sql, "config": {"url": harmless}}).config["url"] == harmless
 
 
 # -- retry helper -----------------------------------------------------------------------------------------------------

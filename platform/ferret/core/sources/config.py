@@ -4,7 +4,8 @@ config and an optional schedule, with secrets kept out of the database.
 A secret is written as a reference, ``{env: NAME}`` (an environment variable) or ``{file: /run/secrets/name}`` (a
 file, trailing newline stripped). The database stores the references; ``resolve_secrets`` replaces them with the
 values only in memory, when the connector is built for a sync. A plain-text value under a key that looks like a
-secret (``password``, ``secret``, ``token``, ``api_key``, ``*_key``...) is refused with the fix in the message.
+secret (``password``, ``secret``, ``token``, ``api_key``, ``*_key``...), or a URL with a password in it
+(``postgresql://user:password@host/db``), is refused with the fix in the message.
 
 Example (``wiki.yaml``)::
 
@@ -34,6 +35,8 @@ from ferret.core.errors import InvalidInputError
 
 _SECRET_KEY = re.compile(r"(password|passwd|secret|token|api_?key|access_?key|private_?key|credential|authorization)$")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_URL_WITH_PASSWORD = re.compile(r"^[a-z][a-z0-9+.-]*://[^/?#@\s]*:[^/?#@\s]+@", re.IGNORECASE)
+"""``scheme://user:password@host``: a SQLAlchemy URL, a git remote or a broker URL holding its password."""
 
 
 class SourceSpec(BaseModel):
@@ -89,7 +92,8 @@ def _is_reference(value: Any) -> bool:
 
 
 def check_no_plaintext_secrets(config: Any, path: str = "config") -> None:
-    """Refuse a secret-looking key whose value is a literal instead of an ``{env: ...}``/``{file: ...}`` reference."""
+    """Refuse a secret-looking key whose value is a literal instead of an ``{env: ...}``/``{file: ...}`` reference,
+    and a URL anywhere that holds a password."""
     if isinstance(config, dict) and not _is_reference(config):
         for key, value in config.items():
             where = f"{path}.{key}"
@@ -102,6 +106,11 @@ def check_no_plaintext_secrets(config: Any, path: str = "config") -> None:
     elif isinstance(config, list):
         for index, value in enumerate(config):
             check_no_plaintext_secrets(value, f"{path}[{index}]")
+    elif isinstance(config, str) and _URL_WITH_PASSWORD.match(config):
+        raise InvalidInputError(
+            f"{path} is a URL with a password in it; write the whole URL as {{env: VARIABLE}} or {{file: /path}} so "
+            "the password is never stored in the database."
+        )
 
 
 def resolve_secrets(config: Any, path: str = "config") -> Any:
