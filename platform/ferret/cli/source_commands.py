@@ -14,11 +14,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from sqlalchemy import func, select
 
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.render import console
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.models import SyncRun
+from ferret.core.db.index_version import active_index_version
+from ferret.core.db.models import Corpus, Document, SyncRun
 from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
 from ferret.core.errors import InvalidInputError, NotFoundError
 from ferret.core.sources.config import load_spec
@@ -73,16 +75,25 @@ def list_command(
     corpus: Annotated[str | None, typer.Option("--corpus", "-c", help="Only sources of this corpus.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
-    """Sources with their schedule and the report of their last sync."""
+    """Sources with their corpus, document count, schedule and the report of their last sync."""
     with app_context() as ctx:
         sources = list_sources(ctx.session, get_corpus(ctx.session, corpus) if corpus else None)
+        corpus_names: dict[int, str] = {row.id: row.name for row in ctx.session.execute(select(Corpus.id, Corpus.name))}
+        documents: dict[tuple[int, str], int] = {
+            (corpus_id, source_name): count
+            for corpus_id, source_name, count in ctx.session.execute(
+                select(Document.corpus_id, Document.source, func.count()).group_by(Document.corpus_id, Document.source)
+            )
+        }
         rows: list[dict[str, Any]] = [
             {
                 "corpus_id": source.corpus_id,
+                "corpus": corpus_names.get(source.corpus_id, ""),
                 "name": source.name,
                 "kind": source.kind,
                 "enabled": source.enabled,
                 "schedule_minutes": source.schedule_minutes,
+                "documents": documents.get((source.corpus_id, source.name), 0),
                 "last_sync": run_summary(last_sync_run(ctx.session, source)),
                 "last_run_at": source.last_run_at.isoformat() if source.last_run_at else None,
             }
@@ -91,29 +102,42 @@ def list_command(
         if as_json:
             console.print_json(json.dumps(rows))
             return
+        several_corpora = len({row["corpus_id"] for row in rows}) > 1
         table = Table(title="sources")
-        for column in ("name", "kind", "schedule", "last sync", "new/changed/deleted/perm", "skipped", "error"):
-            table.add_column(column)
+        for column in ("corpus", "name", "kind", "docs", "schedule", "last sync", "new/chg/del/perm", "skipped"):
+            if column != "corpus" or several_corpora:
+                table.add_column(column, justify="right" if column in ("docs", "skipped") else "left")
+        errors: list[str] = []
         for row in rows:
             last: dict[str, Any] = row["last_sync"]
             counts: dict[str, Any] = last.get("counts", {})
             if not last and row["last_run_at"]:  # loaded by `ferret ingest`, which keeps no sync report
-                when, figures = f"ingested {row['last_run_at'][:19]}", "-"
+                when, figures = f"ingested {_minute(row['last_run_at'])}", "-"
             else:
-                when = f"{last.get('state', 'never')} {last.get('started_at', '')[:19]}"
+                when = f"{last.get('state', 'never')} {_minute(last.get('started_at', ''))}".strip()
                 figures = "/".join(
                     str(counts.get(key, 0)) for key in ("new", "changed", "deleted", "permission_updates")
                 )
             table.add_row(
+                *([row["corpus"]] if several_corpora else []),
                 row["name"],
                 row["kind"],
+                f"{row['documents']:,}",
                 f"{row['schedule_minutes']} min" if row["schedule_minutes"] else "manual",
                 when,
                 figures,
                 str(counts.get("skipped", 0)) if last else "-",
-                (last.get("error") or "")[:60],
             )
+            if last.get("error"):  # in full below the table: a column would cut it to its first words
+                errors.append(f"{row['corpus'] + '/' if several_corpora else ''}{row['name']}: {last['error']}")
         console.print(table)
+        for line in errors:
+            console.print(line, highlight=False, markup=False)
+
+
+def _minute(timestamp: str) -> str:
+    """``2026-11-29T22:28:51.123`` (UTC) as ``2026-11-29 22:28``: a table cell without seconds and fractions."""
+    return timestamp[:16].replace("T", " ")
 
 
 @source_app.command("sync")
@@ -151,6 +175,8 @@ def sync(
         if run is None:
             raise NotFoundError(f"Job {job.id} recorded a sync run that no longer exists.")
         print_run(run, as_json=as_json)
+        if not as_json and active_index_version(ctx.session, get_corpus(ctx.session, corpus)) is None:
+            console.print(f"next: `ferret index build --corpus {corpus} --promote` makes them searchable")
 
 
 @source_app.command("runs")

@@ -240,3 +240,27 @@ def test_a_source_pointed_at_another_table_reads_all_of_it(
     (tmp_path / "two.json").write_text(json.dumps(spec), encoding="utf-8")
     assert runner.invoke(app, ["source", "add", str(tmp_path / "two.json"), "--replace"]).exit_code == 0
     assert checkpoint() == kept
+
+
+def test_the_list_names_each_source_s_corpus_and_documents_and_a_failure_in_full(
+    ferret_home: Path, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two corpora with a source of the same name are told apart; a sync's error is printed whole, not cut to the
+    first words of its sentence in a table cell; a sync into a corpus with no index says how to make it searchable."""
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    spec = json.loads(definition(tmp_path).read_text())
+    assert runner.invoke(app, ["source", "add", str(definition(tmp_path))]).exit_code == 0
+    synced = runner.invoke(app, ["source", "sync", "help", "kb"])
+    assert synced.exit_code == 0 and "next: `ferret index build --corpus help --promote`" in synced.output
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**spec, "corpus": "legal", "config": {**spec["config"], "table": "gone"}}))
+    assert runner.invoke(app, ["source", "add", str(other)]).exit_code == 0
+    assert runner.invoke(app, ["source", "sync", "legal", "kb"]).exit_code == 1
+
+    listed = json.loads(runner.invoke(app, ["source", "list", "--json"]).output)
+    assert [(row["corpus"], row["name"], row["documents"]) for row in listed] == [("help", "kb", 2), ("legal", "kb", 0)]
+    table = runner.invoke(app, ["source", "list"])
+    assert table.exit_code == 0, table.output
+    assert "help" in table.output and "legal" in table.output
+    error = " ".join(table.output.split())
+    assert "legal/kb: Sync of source 'kb' failed" in error and "no such table: gone" in error
