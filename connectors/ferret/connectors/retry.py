@@ -69,12 +69,14 @@ def retry_after_seconds(value: str | None, now: datetime | None = None) -> float
 
 def _wait(policy: RetryPolicy, attempt: int, asked: float | None, started: float, what: str) -> None:
     delay = asked if asked is not None else policy.backoff(attempt)
-    remaining = policy.budget_s - (policy.clock() - started)
-    if attempt + 1 >= policy.max_attempts or delay > remaining:
-        raise RetryBudgetExceededError(
-            f"{what} still failing after {attempt + 1} attempts (next wait {delay:.1f} s, budget left "
-            f"{max(remaining, 0):.1f} s)"
-        )
+    elapsed = policy.clock() - started
+    remaining = policy.budget_s - elapsed
+    tried = f"{what} still failing after {attempt + 1} attempts in {elapsed:.0f} s"
+    if attempt + 1 >= policy.max_attempts:
+        raise RetryBudgetExceededError(tried)
+    if delay > remaining:
+        wait = f"the server asks to wait {delay:.0f} s" if asked is not None else f"another wait of {delay:.1f} s"
+        raise RetryBudgetExceededError(f"{tried}; {wait} would pass the retry budget ({policy.budget_s:.0f} s)")
     policy.retries += 1
     policy.sleep(min(delay, policy.max_delay) if asked is None else delay)
 

@@ -131,13 +131,16 @@ def test_a_lasting_outage_exhausts_the_budget_and_a_404_is_returned(site: tuple[
     server.outage = True
     waits: list[float] = []
     with httpx.Client() as client:
-        with pytest.raises(RetryBudgetExceededError, match="HTTP 503"):
+        with pytest.raises(RetryBudgetExceededError, match=r"HTTP 503\) still failing after 4 attempts in 0 s$"):
             send_with_retry(
                 client, client.build_request("GET", f"{app.url}/page"), RetryPolicy(max_attempts=4, sleep=waits.append)
             )
         assert len(waits) == 3 and all(0 <= wait <= 30 for wait in waits)
         server.outage = False
         assert send_with_retry(client, client.build_request("GET", f"{app.url}/missing")).status_code == 404
+        server.rate_limited = 5  # Retry-After: 1, more than the budget has left
+        with pytest.raises(RetryBudgetExceededError, match=r"the server asks to wait 1 s would pass the retry budget"):
+            send_with_retry(client, client.build_request("GET", f"{app.url}/page"), RetryPolicy(budget_s=0.5))
         server.rate_limited = 1
         with pytest.raises(RetryBudgetExceededError, match="budget"):  # asks for longer than the budget allows
             send_with_retry(client, client.build_request("GET", f"{app.url}/page"), RetryPolicy(budget_s=0.5))

@@ -264,3 +264,22 @@ def test_the_list_names_each_source_s_corpus_and_documents_and_a_failure_in_full
     assert "help" in table.output and "legal" in table.output
     error = " ".join(table.output.split())
     assert "legal/kb: Sync of source 'kb' failed" in error and "no such table: gone" in error
+
+
+def test_a_connector_s_own_sentence_is_the_sync_s_reason_without_a_class_name(
+    session: Session, settings: FerretSettings, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    spec = json.loads(definition(tmp_path).read_text())
+    spec["config"]["updated_column"] = "body"  # text, not a timestamp: the connector says so in a sentence
+    source = add_source(session, parse_spec(spec), build_connector)
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        with pytest.raises(SyncFailedError) as failed:
+            sync_source(session, settings, backend, build_connector, source)
+    finally:
+        backend.close()
+    assert str(failed.value).startswith(
+        "Sync of source 'kb' failed: Column 'body' holds 'Refunds take five days.', which is not an ISO timestamp; "
+        "updated_column must be a timestamp, ISO text or epoch seconds; what was checkpointed is kept"
+    )

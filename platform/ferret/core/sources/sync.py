@@ -298,8 +298,9 @@ def _previous_failed(session: Session, source: Source, current: SyncRun) -> bool
 
 
 def _reason(error: BaseException) -> str:
-    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    return text[:300]
+    """The error's text on one line (a driver's message may span several; the fix is often on the last)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= 400 else text[:399] + "…"
 
 
 def _one_sentence(source: str, error: BaseException) -> str:
@@ -307,9 +308,15 @@ def _one_sentence(source: str, error: BaseException) -> str:
         return f"Sync of source {source!r} stopped: {_reason(error)}; nothing was deleted."
     if isinstance(error, KeyboardInterrupt):
         return f"Sync of source {source!r} was interrupted; the next sync resumes from its last checkpoint."
+    # A FerretError is already a sentence for the user (the connector names the setting to fix); a class name is
+    # only news for other errors.
+    if isinstance(error, FerretError):
+        cause = f": {_reason(error).rstrip('.')}"
+    else:
+        cause = f" ({type(error).__name__}: {_reason(error)})"
     return (
-        f"Sync of source {source!r} failed ({type(error).__name__}: {_reason(error)}); what was checkpointed is kept, "
-        "nothing was deleted, and the next sync resumes from the last checkpoint."
+        f"Sync of source {source!r} failed{cause}; what was checkpointed is kept, nothing was deleted, and the next "
+        "sync resumes from the last checkpoint."
     )
 
 
