@@ -10,7 +10,8 @@ comma-separated value) overrides the globs. Tags change without changing ``LastM
 reads them for every object when ``acl_tag`` is set.
 
 Errors: throttling (503 SlowDown, 429) and 5xx go through the shared retry helper; ``AccessDenied`` or a missing
-key on one object skips it with the reason; on the listing they fail the sync.
+key on one object skips it with the reason; on the listing they fail the sync with a sentence naming the setting to
+check (credentials, bucket).
 """
 
 from __future__ import annotations
@@ -107,12 +108,26 @@ class S3Connector(IncrementalConnector, SlimConnector, PermissionPass):
             arguments: dict[str, Any] = {"Bucket": self.settings.bucket, "Prefix": self.settings.prefix}
             if token:
                 arguments["ContinuationToken"] = token
-            response = self._call(partial(self.client.list_objects_v2, **arguments))
+            response = self._list_page(arguments)
             page: dict[str, Any] = dict(response)
             objects.extend(item for item in page.get("Contents", []) if self._included(item["Key"]))
             if not page.get("IsTruncated"):
                 return objects
             token = page["NextContinuationToken"]
+
+    def _list_page(self, arguments: dict[str, Any]) -> Any:
+        """One page of the listing; a refusal is a sentence naming the setting to check, not botocore's text."""
+        from botocore.exceptions import ClientError
+
+        try:
+            return self._call(partial(self.client.list_objects_v2, **arguments))
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", ""))
+            sentence = _LISTING_REFUSALS.get(code)
+            if sentence is None:
+                raise
+            where = self.settings.endpoint_url or "AWS S3"
+            raise InvalidInputError(sentence.format(bucket=self.settings.bucket, where=where, code=code)) from error
 
     def _included(self, key: str) -> bool:
         if key.endswith("/"):
@@ -180,6 +195,17 @@ class S3Connector(IncrementalConnector, SlimConnector, PermissionPass):
     def iter_permissions(self) -> Iterator[tuple[str, list[str]]]:
         for key in self.list_external_ids():
             yield key, self._principals(key)
+
+
+_CREDENTIALS_REFUSED = "{where} refused the credentials ({code}); check access_key_id and secret_access_key."
+_LISTING_REFUSALS = {
+    "InvalidAccessKeyId": _CREDENTIALS_REFUSED,
+    "SignatureDoesNotMatch": _CREDENTIALS_REFUSED,
+    "AccessDenied": "{where} denied listing bucket {bucket!r} ({code}); the key needs List and Read on it, or the "
+    "bucket does not exist.",
+    "NoSuchBucket": "Bucket {bucket!r} does not exist at {where} ({code}); check bucket and endpoint_url.",
+}
+"""Listing errors an admin causes and fixes in the source's config, as the sentence that says which setting."""
 
 
 def _utc(moment: datetime) -> datetime:
