@@ -104,7 +104,14 @@ class GitConnector(IncrementalConnector, SlimConnector, PermissionPass):
         self._fetched = True
 
     def _head(self) -> str:
-        return self._git("rev-parse", "--verify", f"{self.settings.branch}^{{commit}}").decode().strip()
+        try:
+            return self._git("rev-parse", "--verify", f"{self.settings.branch}^{{commit}}").decode().strip()
+        except GitError:
+            branches = self._git("for-each-ref", "--format=%(refname:short)", "refs/heads").decode().split()
+            raise InvalidInputError(
+                f"Branch {self.settings.branch!r} is not in {self.settings.url}; its branches are "
+                f"{', '.join(branches[:10]) or 'none'}{', ...' if len(branches) > 10 else ''}; check branch."
+            ) from None
 
     def _is_ancestor(self, older: str, newer: str) -> bool:
         try:
