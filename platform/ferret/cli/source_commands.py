@@ -68,6 +68,11 @@ def add(
         ctx.session.commit()
         schedule = f"every {source.schedule_minutes} min" if source.schedule_minutes else "on demand"
         console.print(f"source {source.name} ({source.kind}) of corpus {spec.corpus}: synced {schedule}")
+        console.print(  # `--group hr` matches no document of this source: its groups carry its name
+            f"its groups are searched as `ferret search --corpus {spec.corpus} --group {source.name}:group:<name>`",
+            highlight=False,
+            markup=False,
+        )
 
 
 @source_app.command("list")

@@ -249,7 +249,8 @@ def test_the_list_names_each_source_s_corpus_and_documents_and_a_failure_in_full
     first words of its sentence in a table cell; a sync into a corpus with no index says how to make it searchable."""
     monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
     spec = json.loads(definition(tmp_path).read_text())
-    assert runner.invoke(app, ["source", "add", str(definition(tmp_path))]).exit_code == 0
+    added = runner.invoke(app, ["source", "add", str(definition(tmp_path))])
+    assert added.exit_code == 0 and "--group kb:group:<name>`" in " ".join(added.output.split())
     synced = runner.invoke(app, ["source", "sync", "help", "kb"])
     assert synced.exit_code == 0 and "next: `ferret index build --corpus help --promote`" in synced.output
     other = tmp_path / "other.json"
