@@ -43,7 +43,7 @@ def test_a_wrong_secret_a_missing_bucket_and_a_denied_bucket_are_sentences_namin
         listing(seaweed, "docs", (ADMIN[0], "wrong"))
     with pytest.raises(InvalidInputError, match=r"refused the credentials \(InvalidAccessKeyId\)"):
         listing(seaweed, "docs", ("nobody", "wrong"))
-    with pytest.raises(InvalidInputError, match=r"^Bucket 'nosuch' does not exist at http://127.0.0.1:\d+ \("):
+    with pytest.raises(InvalidInputError, match=r"^Bucket 'nosuch' does not exist on S3 at http://127.0.0.1:\d+ \("):
         listing(seaweed, "nosuch", ADMIN)
     with pytest.raises(InvalidInputError, match=r"denied listing bucket 'other' \(AccessDenied\); the key needs List"):
         listing(seaweed, "other", READER)

@@ -126,7 +126,7 @@ class S3Connector(IncrementalConnector, SlimConnector, PermissionPass):
             sentence = _LISTING_REFUSALS.get(code)
             if sentence is None:
                 raise
-            where = self.settings.endpoint_url or "AWS S3"
+            where = self.settings.endpoint_url or "AWS"
             raise InvalidInputError(sentence.format(bucket=self.settings.bucket, where=where, code=code)) from error
 
     def _included(self, key: str) -> bool:
@@ -197,13 +197,13 @@ class S3Connector(IncrementalConnector, SlimConnector, PermissionPass):
             yield key, self._principals(key)
 
 
-_CREDENTIALS_REFUSED = "{where} refused the credentials ({code}); check access_key_id and secret_access_key."
+_CREDENTIALS_REFUSED = "S3 at {where} refused the credentials ({code}); check access_key_id and secret_access_key."
 _LISTING_REFUSALS = {
     "InvalidAccessKeyId": _CREDENTIALS_REFUSED,
     "SignatureDoesNotMatch": _CREDENTIALS_REFUSED,
-    "AccessDenied": "{where} denied listing bucket {bucket!r} ({code}); the key needs List and Read on it, or the "
-    "bucket does not exist.",
-    "NoSuchBucket": "Bucket {bucket!r} does not exist at {where} ({code}); check bucket and endpoint_url.",
+    "AccessDenied": "S3 at {where} denied listing bucket {bucket!r} ({code}); the key needs List and Read on it, or "
+    "the bucket does not exist.",
+    "NoSuchBucket": "Bucket {bucket!r} does not exist on S3 at {where} ({code}); check bucket and endpoint_url.",
 }
 """Listing errors an admin causes and fixes in the source's config, as the sentence that says which setting."""
 
