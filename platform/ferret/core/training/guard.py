@@ -21,11 +21,12 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ferret.core.encoder.dual_encoder import DualEncoder
+if TYPE_CHECKING:  # the encoders are handed in: a module that reads a GuardReport imports no torch (issue 11)
+    from ferret.core.encoder.dual_encoder import DualEncoder
 
 
 @dataclass(frozen=True)

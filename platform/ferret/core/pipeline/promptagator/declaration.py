@@ -22,10 +22,11 @@ from ferret.core.db.job import active_jobs
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, RetrievalTask
 from ferret.core.db.task import get_task
-from ferret.core.encoder.registry import BASE_MODEL_NAME
+from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.pipeline.declaration import JobLaunch, LaunchContext, Pipeline, Resource, Stage, StageBody, WorkerQueue
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
+from ferret.core.settings import FerretSettings
 
 JOB_PIPELINE = "pipeline"
 """The job kind of a Promptagator pipeline (the ``jobs.kind`` column)."""
@@ -42,6 +43,15 @@ def require_active_index(session: Session, corpus: Corpus) -> None:
         raise InvalidInputError(
             f"Round trip 'hybrid' searches the active index, and corpus {corpus.name!r} has none; index it first."
         )
+
+
+def reference_model_name(session: Session, settings: FerretSettings, corpus: Corpus) -> str:
+    """The model the guard compares against: the one behind the corpus's active index version, else the base."""
+    active = active_index_version(session, corpus)
+    if active is not None:
+        return active.model_version.name
+    ModelRegistry(session, settings).ensure_base()
+    return BASE_MODEL_NAME
 
 
 def progress_counts(state: PipelineState) -> dict[str, Any]:

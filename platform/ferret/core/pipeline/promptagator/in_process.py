@@ -27,8 +27,7 @@ from ferret.core.errors import ConflictError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.llm.base import LLMBackend
 from ferret.core.pipeline.declaration import StageContext, run_in_process
-from ferret.core.pipeline.promptagator.declaration import PROMPTAGATOR
-from ferret.core.pipeline.promptagator.stages import reference_model_name
+from ferret.core.pipeline.promptagator.declaration import PROMPTAGATOR, reference_model_name
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.progress import Progress, quiet
 from ferret.core.settings import FerretSettings

@@ -30,7 +30,7 @@ import torch
 from sqlalchemy.orm import Session
 
 from ferret.core.db.document import passage_texts_of_documents
-from ferret.core.db.index_version import active_index_version, live_index_versions
+from ferret.core.db.index_version import live_index_versions
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
@@ -38,10 +38,9 @@ from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import StageContext
-from ferret.core.pipeline.promptagator.declaration import require_active_index
+from ferret.core.pipeline.promptagator.declaration import reference_model_name, require_active_index
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.search.searcher import Searcher
-from ferret.core.settings import FerretSettings
 from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters, length_bounds
 from ferret.core.synth.generation import generate
 from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever, SearcherRetriever
@@ -68,15 +67,6 @@ def _task(session: Session, state: PipelineState) -> RetrievalTask:
 
 def _document_passages(session: Session, corpus: Corpus) -> dict[int, str]:
     return passage_texts(document_texts(session, corpus))
-
-
-def reference_model_name(session: Session, settings: FerretSettings, corpus: Corpus) -> str:
-    """The model the guard compares against: the one behind the corpus's active index version, else the base."""
-    active = active_index_version(session, corpus)
-    if active is not None:
-        return active.model_version.name
-    ModelRegistry(session, settings).ensure_base()
-    return BASE_MODEL_NAME
 
 
 def generate_stage(context: StageContext, state: PipelineState) -> PipelineState:
