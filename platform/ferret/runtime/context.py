@@ -22,6 +22,7 @@ from ferret.connectors.registry import build_connector
 from ferret.core.db import migrate
 from ferret.core.db.engine import get_engine, session_scope
 from ferret.core.db.job import fail_orphaned_jobs
+from ferret.core.db.source import close_orphaned_sync_runs
 from ferret.core.db.synthetic import interrupt_orphaned_runs
 from ferret.core.errors import FerretError
 from ferret.core.index.backend import IndexBackend
@@ -108,6 +109,7 @@ def open_runtime(settings: FerretSettings | None = None) -> Iterator[Runtime]:
     with sessions() as session:  # embedded jobs of a process that has exited (this one before a restart)
         fail_orphaned_jobs(session)
         interrupt_orphaned_runs(session)  # generation runs of a killed `pipeline run` or worker
+        close_orphaned_sync_runs(session)  # and sync runs
         session.commit()
     backend = open_backend(settings)
     searcher = Searcher(settings, backend, sessions)

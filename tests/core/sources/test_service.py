@@ -5,6 +5,7 @@ expanded through reported group memberships."""
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,8 +19,10 @@ from typer.testing import CliRunner
 from ferret.cli.main import app
 from ferret.connectors.registry import build_connector
 from ferret.core.db.corpus import create_corpus
-from ferret.core.db.models import Document, Source, SyncState
-from ferret.core.db.source import expand_principals, replace_group_members
+from ferret.core.db.models import Document, Source, SyncRun, SyncState
+from ferret.core.db.source import close_orphaned_sync_runs, expand_principals, replace_group_members, sync_runs
+from ferret.core.db.synthetic import run_owner
+from ferret.core.errors import ConflictError
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.settings import FerretSettings
 from ferret.core.sources.config import parse_spec
@@ -284,3 +287,45 @@ def test_a_connector_s_own_sentence_is_the_sync_s_reason_without_a_class_name(
         "Sync of source 'kb' failed: Column 'body' holds 'Refunds take five days.', which is not an ISO timestamp; "
         "updated_column must be a timestamp, ISO text or epoch seconds; what was checkpointed is kept"
     )
+
+
+def test_a_killed_sync_does_not_hold_its_source_back_and_a_live_one_is_not_run_twice(
+    session: Session, settings: FerretSettings, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync killed with kill -9 left its run "running": the scheduler skipped the source for six hours. And a
+    manual sync started while another was going closed that one as interrupted and raced it on the checkpoint."""
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    source = add_source(session, parse_spec(json.loads(definition(tmp_path, schedule=30).read_text())), build_connector)
+    host = socket.gethostname()
+    started = datetime.now(UTC) - timedelta(hours=1)
+    killed = SyncRun(source_id=source.id, trigger="manual", counts={}, skipped=[], owner=f"{host}:999999999:1")
+    killed.started_at = started
+    session.add(killed)
+    session.commit()
+    assert due_sources(session) == [source]
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        run = sync_source(session, settings, backend, build_connector, source, trigger="schedule")
+        assert run.state == SyncState.SUCCEEDED
+        assert killed.state == SyncState.FAILED and killed.error is not None and "killed" in killed.error
+
+        going = SyncRun(source_id=source.id, trigger="api", counts={}, skipped=[], owner=run_owner())
+        session.add(going)
+        session.commit()
+        runs_before = len(sync_runs(session, source))
+        assert due_sources(session, datetime.now(UTC) + timedelta(hours=1)) == []  # its process is this one: alive
+        with pytest.raises(
+            ConflictError, match=rf"^Source 'kb' is already syncing \(sync run {going.id}, started .* by api\)"
+        ):
+            sync_source(session, settings, backend, build_connector, source)
+        assert len(sync_runs(session, source)) == runs_before and going.state == SyncState.RUNNING
+    finally:
+        backend.close()
+
+    going.owner = f"another-host:{run_owner().partition(':')[2]}"  # a worker's: presumed alive for six hours
+    session.commit()
+    assert due_sources(session, datetime.now(UTC) + timedelta(hours=1)) == []
+    assert due_sources(session, datetime.now(UTC) + timedelta(hours=7)) == [source]
+    going.owner = f"{host}:999999999:1"
+    session.commit()
+    assert close_orphaned_sync_runs(session) == [going.id] and going.state == SyncState.FAILED

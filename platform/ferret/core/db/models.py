@@ -130,6 +130,9 @@ class SyncRun(Base):
     error: Mapped[str | None] = mapped_column(Text, default=None)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
+    owner: Mapped[str | None] = mapped_column(String(255), default=None)
+    """``<host>:<pid>:<start>`` of the process running the sync (``run_owner``): a running row whose process is gone
+    is a sync that was killed, not one to wait for."""
 
 
 class GroupMember(Base):

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from ferret.core.db.job import process_alive
 from ferret.core.db.models import Corpus, Document, GroupMember, Source, SyncRun, SyncState, utcnow
-from ferret.core.errors import NotFoundError
+from ferret.core.db.synthetic import run_owner
+from ferret.core.errors import ConflictError, NotFoundError
+
+SYNC_PRESUMED_ALIVE = timedelta(hours=6)
+"""How long a running sync of another host (a worker's) counts as going: its process cannot be checked from here."""
+INTERRUPTED_SYNC_ERROR = (
+    "interrupted: the sync stopped before it finished (its process was killed or crashed); the next sync resumes "
+    "from its last checkpoint"
+)
 
 MAX_GROUP_DEPTH = 8
 """Nested groups are followed this many levels when a caller's principals are expanded (cycles stop earlier)."""
@@ -49,18 +59,53 @@ def document_fingerprints(session: Session, corpus: Corpus, source: str) -> dict
 
 
 def start_sync_run(session: Session, source: Source, trigger: str) -> SyncRun:
-    """A new run row; runs of the source still marked running belong to a process that stopped (killed, crashed):
-    they are closed as failed, and this run resumes from the cursor they persisted."""
-    for stale in session.scalars(
+    """A new run row, owned by this process. A sync of the source still going (``sync_run_alive``) is refused in
+    one sentence: two syncs of one source race on its checkpoint. Runs left marked running by a process that is
+    gone (killed, crashed) are closed as failed, and this run resumes from the cursor they persisted."""
+    for running in session.scalars(
         select(SyncRun).where(SyncRun.source_id == source.id, SyncRun.state == SyncState.RUNNING)
     ):
-        stale.state = SyncState.FAILED
-        stale.error = "interrupted: the sync stopped before it finished; the next sync resumed from its last checkpoint"
-        stale.finished_at = utcnow()
-    run = SyncRun(source_id=source.id, trigger=trigger, counts={}, skipped=[])
+        if sync_run_alive(running):
+            started = _aware(running.started_at).strftime("%Y-%m-%d %H:%M UTC")
+            raise ConflictError(
+                f"Source {source.name!r} is already syncing (sync run {running.id}, started {started} by "
+                f"{running.trigger}); wait for it to finish."
+            )
+        _close_interrupted(running)
+    run = SyncRun(source_id=source.id, trigger=trigger, counts={}, skipped=[], owner=run_owner())
     session.add(run)
     session.flush()
     return run
+
+
+def sync_run_alive(run: SyncRun, now: datetime | None = None) -> bool:
+    """Whether a run marked running is still going. A run of this host is going while its process lives; one of
+    another host (or written before owners were kept) counts as going for ``SYNC_PRESUMED_ALIVE`` from its start."""
+    if run.state != SyncState.RUNNING:
+        return False
+    host, _, identity = (run.owner or "").partition(":")
+    if host == socket.gethostname():
+        return process_alive(identity)
+    return (now or datetime.now(UTC)) - _aware(run.started_at) < SYNC_PRESUMED_ALIVE
+
+
+def close_orphaned_sync_runs(session: Session) -> list[int]:
+    """Mark failed the runs of this host left running by a process that is gone; returns their ids. Without it a
+    killed sync read "running" in ``ferret source list`` until the next sync of its source."""
+    prefix = f"{socket.gethostname()}:"
+    rows = session.scalars(select(SyncRun).where(SyncRun.state == SyncState.RUNNING, SyncRun.owner.startswith(prefix)))
+    orphaned = [run for run in rows if not sync_run_alive(run)]
+    for run in orphaned:
+        _close_interrupted(run)
+    return [run.id for run in orphaned]
+
+
+def _close_interrupted(run: SyncRun) -> None:
+    run.state, run.error, run.finished_at = SyncState.FAILED, INTERRUPTED_SYNC_ERROR, utcnow()
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def sync_runs(session: Session, source: Source, limit: int = 20) -> list[SyncRun]:

@@ -2,8 +2,9 @@
 
 With a broker, Celery beat sends ``ferret.sources.sync_due`` every minute (``ferret.workers.apps.cpu``) and a CPU
 worker runs ``sync_due`` below; without one, ``ferret source scheduler`` is the embedded scheduler: a loop doing the
-same every ``--interval`` seconds. Both read the schedule from the source rows, and a source with a run in progress
-(started less than six hours ago) is not due, so an overrunning sync is not started twice.
+same every ``--interval`` seconds. Both read the schedule from the source rows, and a source with a sync still going
+is not due, so an overrunning sync is not started twice (``ferret.core.db.source.sync_run_alive``: the process of a
+sync of this host is checked; one of another host counts as going for six hours from its start).
 """
 
 from __future__ import annotations

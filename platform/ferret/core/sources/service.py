@@ -15,8 +15,15 @@ from sqlalchemy.orm import Session
 from ferret.core.corpus.push import PUSH_SOURCE_KIND
 from ferret.core.db.corpus import get_corpus, get_or_create_corpus
 from ferret.core.db.document import delete_documents, passage_ids_of_documents
-from ferret.core.db.models import Corpus, Document, Source, SyncRun, SyncState
-from ferret.core.db.source import delete_group_members, find_source, get_source, last_sync_run, list_sources
+from ferret.core.db.models import Corpus, Document, Source, SyncRun
+from ferret.core.db.source import (
+    delete_group_members,
+    find_source,
+    get_source,
+    last_sync_run,
+    list_sources,
+    sync_run_alive,
+)
 from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
@@ -138,7 +145,7 @@ def remove_source(session: Session, backend: IndexBackend, settings: FerretSetti
 
 def due_sources(session: Session, now: datetime | None = None) -> list[Source]:
     """Enabled, scheduled sources whose last run started at least ``schedule_minutes`` ago (or never ran), and
-    that are not running now."""
+    that are not syncing now (``sync_run_alive``: a sync that was killed does not hold its source back)."""
     now = now or datetime.now(UTC)
     due: list[Source] = []
     for source in list_sources(session):
@@ -149,7 +156,6 @@ def due_sources(session: Session, now: datetime | None = None) -> list[Source]:
             due.append(source)
             continue
         started = last.started_at if last.started_at.tzinfo else last.started_at.replace(tzinfo=UTC)
-        running_recently = last.state == SyncState.RUNNING and now - started < timedelta(hours=6)
-        if not running_recently and now - started >= timedelta(minutes=source.schedule_minutes):
+        if not sync_run_alive(last, now) and now - started >= timedelta(minutes=source.schedule_minutes):
             due.append(source)
     return due

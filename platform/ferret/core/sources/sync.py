@@ -108,7 +108,11 @@ class SourceSync(Ingestor):
         ``full`` reads every document from the start instead of resuming from the checkpoint: after an upgrade that
         changes how files are read, documents the checkpoint would skip are read again (those whose text and title
         come out the same stay unchanged and are not re-embedded)."""
-        run = start_sync_run(self.session, self.source, trigger)
+        try:
+            run = start_sync_run(self.session, self.source, trigger)  # refused while another sync of it is going
+        except BaseException:
+            connector.close()
+            raise
         self.session.commit()
         report = SyncReport()
         cursor = None if full else (self.source.checkpoint or {}).get("cursor")
