@@ -22,7 +22,6 @@ SERVER_ONLY_REMEDIES = {
     "db/job.py": "the stored error of a job whose embedded runner died: only a CLI process runs one",
     "index/edge_backend.py": "names the processes holding the embedded store, on the server",
     "jobs/progress.py": "Ctrl-C stops a CLI command",
-    "pipeline/promptagator/stages.py": "REALM pre-training is named by its CLI command and its API route alike",
     "qa/reader_store.py": "span readers are trained from the CLI only",
     "qa/span_reader.py": "span readers are trained from the CLI only",
     "sources/service.py": "sources are added from the CLI only (their secrets resolve on the server)",

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import create_corpus
 from ferret.core.db.job import active_jobs, create_job, mark_cancelled
+from ferret.core.db.model_version import create_model_version
 from ferret.core.db.models import Job, JobState
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError, UnavailableError
 from ferret.core.jobs.catalog import JOB_KINDS
@@ -102,6 +103,25 @@ def test_a_pipeline_naming_what_its_later_stages_lack_is_refused_at_once(
     with pytest.raises(error, match=re.escape(message)):
         start_job(session, settings, "pipeline", task="facts-task", config=config)
 
+    session.rollback()
+    assert _jobs(session) == 0
+
+
+def test_a_pipeline_starting_from_a_model_realm_did_not_make_is_refused_at_once(
+    settings: FerretSettings, session: Session, facts: Callable[..., int]
+) -> None:
+    """It failed in the train stage, after the generation (hours on a CPU)."""
+    facts(session, "facts", "facts-task")
+    create_model_version(session, "tuned", "/models/tuned", 384)
+    session.commit()
+
+    with pytest.raises(InvalidInputError) as raised:
+        start_job(session, settings, "pipeline", task="facts-task", config=PipelineConfig(init="realm:tuned"))
+
+    assert str(raised.value).startswith("Model version 'tuned' was not pre-trained with `ferret realm pretrain`;")
+    assert raised.value.for_http.startswith(
+        "Model version 'tuned' was not pre-trained with REALM (POST /v1/corpora/facts/realm)"
+    )
     session.rollback()
     assert _jobs(session) == 0
 

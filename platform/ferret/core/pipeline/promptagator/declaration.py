@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.job import active_jobs
 from ferret.core.db.model_version import find_model_version, get_model_version
-from ferret.core.db.models import Corpus, RetrievalTask
+from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.task import get_task
 from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError
@@ -35,6 +35,17 @@ ROUND_TRIP_RETRIEVERS = ("none", "bm25", "hybrid")
 
 _STAGES = "ferret.core.pipeline.promptagator.stages"
 _CONFIGURE = "ferret.core.pipeline.promptagator.configure"
+
+
+def require_realm_model(model: ModelVersion, corpus: str) -> None:
+    """Refuse, as ``init``, a model version that REALM did not pre-train (the train stage starts from it)."""
+    if "realm" not in (model.training_config or {}):
+        raise InvalidInputError(
+            f"Model version {model.name!r} was not pre-trained with `ferret realm pretrain`; name one it made as "
+            "realm:<model>.",
+            over_http=f"Model version {model.name!r} was not pre-trained with REALM (POST /v1/corpora/{corpus}/realm); "
+            "name one it made as realm:<model>.",
+        )
 
 
 def require_active_index(session: Session, corpus: Corpus) -> None:
@@ -85,6 +96,8 @@ def prepare_job(
     for named in (checked.init_model, checked.round_trip):
         if named is not None and named not in (*ROUND_TRIP_RETRIEVERS, BASE_MODEL_NAME):
             get_model_version(session, named)  # NotFoundError naming the known versions
+    if checked.init_model is not None:
+        require_realm_model(get_model_version(session, checked.init_model), row.corpus.name)
     if checked.round_trip == "hybrid":
         require_active_index(session, row.corpus)
     # Two runs of one task would write the same generation run's queries (its samples are keyed by document).

@@ -35,10 +35,14 @@ from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
 from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
-from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+from ferret.core.errors import ConflictError, NotFoundError
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import StageContext
-from ferret.core.pipeline.promptagator.declaration import reference_model_name, require_active_index
+from ferret.core.pipeline.promptagator.declaration import (
+    reference_model_name,
+    require_active_index,
+    require_realm_model,
+)
 from ferret.core.pipeline.promptagator.state import PipelineConfig, PipelineState
 from ferret.core.search.searcher import Searcher
 from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters, length_bounds
@@ -174,8 +178,7 @@ def train_stage(context: StageContext, state: PipelineState) -> PipelineState:
     base = registry.ensure_base()
     if config.init_model is not None:  # start from a REALM-pre-trained retriever
         base = registry.get(config.init_model)
-        if "realm" not in (base.training_config or {}):
-            raise InvalidInputError(f"Model version {base.name!r} was not pre-trained with `ferret realm pretrain`.")
+        require_realm_model(base, task.corpus.name)
     run = get_run(session, state.run_id)
     train, held_out = split_held_out(training_pairs(session, run), config.held_out_fraction, config.seed)
     texts = _document_passages(session, task.corpus)
