@@ -114,7 +114,11 @@ def test_ingest_build_search_list(ferret_home: Path, encoder: DualEncoder, folde
     assert (answer["corpus"], answer["query"], answer["mode"]) == ("docs", "magma volcano", "hybrid")
     first = answer["results"][0]
     assert first["external_id"] == "volcanoes.txt" and "magma" in first["text"]
-    assert set(first) == {"document_id", "external_id", "title", "text", "score", "passage_id", "source", "metadata"}
+    assert set(first) == {
+        *("document_id", "external_id", "title", "text", "score", "passage_id", "source", "metadata"),
+        *("snippet", "highlights"),
+    }
+    assert [first["snippet"][start:end] for start, end in first["highlights"]] == ["volcano", "magma"]
 
     listed = runner.invoke(app, ["index", "list", "--corpus", "docs"], env={"COLUMNS": "220"})
     assert listed.exit_code == 0, listed.output

@@ -16,6 +16,7 @@ from ferret.core.db.models import ApiKeyScope, IndexState, JobState
 from ferret.core.encoder.registry import BASE_MODEL_NAME
 from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH, DEFAULT_RERANK_WEIGHT
 from ferret.core.search.fusion import DEFAULT_FUSION, FusionMethod, Normalisation
+from ferret.core.search.snippets import SNIPPET_CHARS
 from ferret.core.sources import limits
 from ferret.core.synth.task_spec import ExampleSpec, GenerationSettings, TaskSpec
 
@@ -23,8 +24,6 @@ MAX_K = 100
 MAX_OFFSET = 100
 """Results skipped for a later page: ten pages of ten; a deeper page costs the search that much more."""
 MAX_QUERY_CHARS = 2_000
-SNIPPET_CHARS = 240
-"""The ``snippet`` of a result: about three lines of a results page."""
 INT64 = Annotated[int, Field(ge=-(2**63), le=2**63 - 1)]
 
 ExternalId = Annotated[str, StringConstraints(min_length=1, max_length=1024)]

@@ -282,6 +282,7 @@ def search(
     from ferret.core.errors import InvalidInputError
     from ferret.core.search.configuration import plan_by_name
     from ferret.core.search.fusion import DEFAULT_FUSION
+    from ferret.core.search.snippets import snippet_and_highlights
     from ferret.runtime.context import app_context
 
     if all_groups and group:
@@ -293,7 +294,11 @@ def search(
         plan = plan_by_name(ctx.session, get_corpus(ctx.session, corpus), config) if config else None
         results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups, plan=plan)
         if as_json:
-            hits = [dataclasses.asdict(result) for result in results]
+            hits = [
+                dict(zip(("snippet", "highlights"), snippet_and_highlights(result.text, query), strict=True))
+                | dataclasses.asdict(result)
+                for result in results
+            ]
             answer = {"corpus": corpus, "query": query, "mode": ctx.searcher.mode(mode), "results": hits}
             print(json.dumps(answer, ensure_ascii=False, indent=2))
             return

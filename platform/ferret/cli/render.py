@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -22,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
-from ferret.core.search.snippets import snippet_window, terms_pattern
+from ferret.core.search.snippets import SNIPPET_CHARS, snippet_window, terms_pattern
 
 if TYPE_CHECKING:  # types only: importing the searcher would load the ML stack with every command
     from ferret.core.db.models import Activation
@@ -140,13 +141,12 @@ def score_legend(mode: str, fusion: Fusion = DEFAULT_FUSION) -> str:
     return f"scores: α·dense + (1-α)·BM25 with α={fusion.weight:.2f}, each {scale}, so 1 is first in both"
 
 
-SNIPPET_WIDTH = 240
 SNIPPET_INDENT = 6
 
 
 def result_snippet(text: str, query: str) -> Text:
     """The passage around the query's first word, the query's words in bold (as the terminal client marks them)."""
-    snippet = Text(snippet_window(text, query, width=SNIPPET_WIDTH))
+    snippet = Text(snippet_window(text, query, width=SNIPPET_CHARS))
     pattern = terms_pattern(query)
     if pattern is not None:
         snippet.highlight_regex(pattern, "bold")
@@ -168,7 +168,8 @@ def print_results(
         console.print("  (no results)")
     for rank, result in enumerate(results, start=1):
         title = result.title or result.external_id
-        console.print(f"  {rank:>2}. [cyan]{title}[/cyan]  [dim]{result.score:.4f}  {result.external_id}[/dim]")
+        where = f"{result.source}: {result.external_id}" if result.source else result.external_id
+        console.print(f"  {rank:>2}. [cyan]{escape(title)}[/cyan]  [dim]{result.score:.4f}  {escape(where)}[/dim]")
         print_indented(result_snippet(result.text, query), SNIPPET_INDENT)
     if results and mode is not None:
         print_indented(Text(score_legend(mode, fusion), style="dim"), 2)

@@ -9,11 +9,11 @@ from fastapi import APIRouter, Path
 from ferret.api.auth import SearchCaller
 from ferret.api.dependencies import StateDep
 from ferret.api.errors import error_responses
-from ferret.api.schemas import SNIPPET_CHARS, SearchIn, SearchOut, SearchResultOut
+from ferret.api.schemas import SearchIn, SearchOut, SearchResultOut
 from ferret.core.db.corpus import get_corpus
 from ferret.core.search.configuration import plan_by_name
 from ferret.core.search.searcher import SearchResult
-from ferret.core.search.snippets import highlight_spans, snippet_window
+from ferret.core.search.snippets import snippet_and_highlights
 
 router = APIRouter(tags=["search"])
 
@@ -58,7 +58,5 @@ def search(
 
 
 def _result_out(result: SearchResult, query: str) -> SearchResultOut:
-    snippet = snippet_window(result.text, query, width=SNIPPET_CHARS)
-    return SearchResultOut.model_validate(result).model_copy(
-        update={"snippet": snippet, "highlights": highlight_spans(snippet, query)}
-    )
+    snippet, highlights = snippet_and_highlights(result.text, query)
+    return SearchResultOut.model_validate(result).model_copy(update={"snippet": snippet, "highlights": highlights})

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+SNIPPET_CHARS = 240
+"""A result's snippet: about three lines of a results page (the CLI's, and the API's ``snippet``)."""
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOPWORDS = frozenset(
     {
@@ -95,3 +97,10 @@ def highlight_spans(text: str, query: str) -> list[tuple[int, int]]:
     ``terms_pattern`` marks, for a client that styles them itself (the API's ``highlights``)."""
     pattern = terms_pattern(query)
     return [] if pattern is None else [match.span() for match in pattern.finditer(text)]
+
+
+def snippet_and_highlights(text: str, query: str) -> tuple[str, list[tuple[int, int]]]:
+    """A result's ``snippet`` (``SNIPPET_CHARS`` around the query's words) and its ``highlights`` (where those
+    words are in it): what the API answers and ``ferret search --json`` prints."""
+    snippet = snippet_window(text, query, width=SNIPPET_CHARS)
+    return snippet, highlight_spans(snippet, query)
