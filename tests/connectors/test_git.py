@@ -7,21 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from connectors.servers.git_daemon import GitDaemon, GitMissingError, git
+from connectors.contract.drivers.git import serve
+from connectors.servers.git_daemon import GitDaemon, git
 from ferret.connectors.git.connector import GitConnector
 from ferret.core.errors import InvalidInputError
-from ferret_testing import skip_or_fail
 
 
 @pytest.fixture
 def daemon(tmp_path: Path) -> Iterator[GitDaemon]:
-    server = GitDaemon(tmp_path / "repos")
-    try:
-        server.start()
-    except GitMissingError as error:
-        skip_or_fail(str(error), "`make system-deps` installs git")
-    yield server
-    server.stop()
+    with serve(tmp_path) as server:  # the contract suite's: skipped or failed as it is when git is missing
+        yield server
 
 
 def test_an_unknown_branch_is_a_sentence_naming_the_branches_there(daemon: GitDaemon, tmp_path: Path) -> None:
