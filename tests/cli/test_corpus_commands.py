@@ -101,7 +101,7 @@ def test_index_promote_takes_the_version_as_an_argument_and_scores_are_explained
 
     hybrid = " ".join(runner.invoke(app, ["search", "glaciers", "--corpus", "kb"]).output.split())
     assert (
-        "1.0000 a.txt Glaciers carve fjords." in hybrid  # first in both lists: the fused score's top
+        "1.0000 filesystem: a.txt Glaciers carve fjords." in hybrid  # first in both lists: the fused score's top
         and "α·dense + (1-α)·BM25" in hybrid
         and "1 is first in both" in hybrid
     )
