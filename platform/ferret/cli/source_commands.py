@@ -190,9 +190,11 @@ def runs(
     name: Annotated[str, typer.Argument(help="Source name.")],
     limit: Annotated[int, typer.Option(help="Newest runs shown.")] = 10,
 ) -> None:
-    """The reports of a source's newest syncs."""
+    """The reports of a source's newest syncs, each after when it started and what started it."""
     with app_context() as ctx:
         for run in sync_runs(ctx.session, find_configured(ctx.session, corpus, name), limit):
+            started = run.started_at.strftime("%Y-%m-%d %H:%M:%S")
+            console.print(f"{started} UTC, {run.trigger}: ", end="", highlight=False)
             print_run(run)
 
 
@@ -223,7 +225,10 @@ def scheduler(
     """The embedded scheduler: syncs every due source, then waits (without a broker; Celery beat does it with one)."""
     while True:
         with app_context() as ctx:
-            for source_name, result in sync_due(ctx.session, ctx.settings, ctx.backend, ctx.connectors):
+            synced = sync_due(ctx.session, ctx.settings, ctx.backend, ctx.connectors)
+            if once and not synced:
+                console.print("no source is due: each syncs again once its schedule_minutes have passed")
+            for source_name, result in synced:
                 if isinstance(result, str):
                     console.print(f"{source_name}: {result}", highlight=False)
                 else:

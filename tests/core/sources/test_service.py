@@ -5,6 +5,7 @@ expanded through reported group memberships."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sqlite3
 from datetime import UTC, datetime, timedelta
@@ -76,7 +77,8 @@ def test_cli_adds_syncs_lists_and_removes_a_source(
     scheduled = runner.invoke(app, ["source", "scheduler", "--once"])  # never synced: due now
     assert scheduled.exit_code == 0, scheduled.output
     assert "kb: sync 1 succeeded: new 2, changed 0" in scheduled.output
-    assert "kb:" not in runner.invoke(app, ["source", "scheduler", "--once"]).output  # synced just now: not due
+    idle = runner.invoke(app, ["source", "scheduler", "--once"]).output  # synced just now: not due
+    assert "kb:" not in idle and "no source is due" in idle  # it said nothing at all
 
     synced = runner.invoke(app, ["source", "sync", "help", "kb", "--json"])
     assert synced.exit_code == 0, synced.output
@@ -88,6 +90,10 @@ def test_cli_adds_syncs_lists_and_removes_a_source(
         ("source_sync", "succeeded", report["id"])
     ]
     assert (report["counts"]["new"], report["counts"]["unchanged"], report["counts"]["deleted"]) == (0, 2, 0)
+
+    history = runner.invoke(app, ["source", "runs", "help", "kb"], env={"COLUMNS": "250"}).output.splitlines()
+    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC, manual: sync 2 succeeded: new 0", history[0]), history
+    assert re.match(r"^\d{4}-.* UTC, schedule: sync 1 succeeded: new 2", history[1]), history
 
     listed = runner.invoke(app, ["source", "list", "--json"])
     assert json.loads(listed.output)[0]["last_sync"]["counts"]["unchanged"] == 2
