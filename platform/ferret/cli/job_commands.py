@@ -41,7 +41,8 @@ def list_command(
     """The newest jobs with their state, stage and progress."""
     with app_context() as ctx:
         table = Table(title="jobs")
-        for column in ("id", "kind", "state", "stage", "progress", "attempts", "created", "error"):
+        # No column of stage runs: a pipeline that ran once shows 6, which read as six tries (`jobs show` has it).
+        for column in ("id", "kind", "state", "stage", "progress", "created", "error"):
             table.add_column(column)
         for job in list_jobs(ctx.session, corpus=corpus, state=state, limit=limit):
             table.add_row(
@@ -50,7 +51,6 @@ def list_command(
                 job.state.value + (" (cancel requested)" if job.cancel_requested and job.state == "running" else ""),
                 job.stage or "-",
                 f"{100 * job.progress:.0f}%",
-                str(job.attempts),
                 _when(job),
                 (job.error or "")[:60],
             )
@@ -65,7 +65,10 @@ def show(job_id: Annotated[int, typer.Argument(help="Job id (see `ferret jobs li
         console.print(
             f"job {job.id} ({job.kind}): {job.state.value}, stage {job.stage or '-'}, {100 * job.progress:.0f}%"
         )
-        console.print(f"attempts {job.attempts}, cancel requested {job.cancel_requested}, celery id {job.celery_id}")
+        console.print(
+            f"stage runs {job.attempts} (one per stage run; more after a step's retry or a worker that died), "
+            f"cancel requested {job.cancel_requested}, celery id {job.celery_id}"
+        )
         console.print(f"created {_when(job)}, started {job.started_at or '-'}, finished {job.finished_at or '-'}")
         if job.error:
             console.print(f"[red]error:[/red] {job.error}", highlight=False)

@@ -49,7 +49,7 @@ def job_card(job: Any, task_of_job: str = "") -> None:
         if line:
             st.caption(line)
         st.caption(
-            f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · attempts {job.attempts}"
+            f"created {when(job.created_at)} · finished {when(job.finished_at) or '—'} · stage runs {job.attempts}"
         )
         if job.error:
             st.error(f"Last error: {job.error}")
