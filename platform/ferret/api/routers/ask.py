@@ -16,8 +16,9 @@ from pydantic import BaseModel, Field, StringConstraints
 
 from ferret.api.auth import SearchCaller
 from ferret.api.dependencies import StateDep
+from ferret.api.document_schemas import MAX_QUERY_CHARS
 from ferret.api.errors import error_responses
-from ferret.api.schemas import MAX_QUERY_CHARS, ApiRequest
+from ferret.api.schemas import ApiRequest
 from ferret.core.qa.reader_store import MARKER, resolve_reader
 
 router = APIRouter(tags=["ask"])

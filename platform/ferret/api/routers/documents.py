@@ -15,8 +15,8 @@ from fastapi.responses import JSONResponse
 
 from ferret.api.auth import IngestCaller, SearchCaller
 from ferret.api.dependencies import SessionDep, StateDep
+from ferret.api.document_schemas import DeleteIn, DocumentOut, PassageOut, PushAcceptedOut, PushIn, PushOut
 from ferret.api.errors import error_responses
-from ferret.api.schemas import DeleteIn, DocumentOut, PassageOut, PushAcceptedOut, PushIn, PushOut
 from ferret.core.corpus.ingest import IngestReport
 from ferret.core.corpus.push import PushedDocument, PushIngestor
 from ferret.core.db.corpus import get_corpus

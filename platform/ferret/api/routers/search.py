@@ -8,8 +8,8 @@ from fastapi import APIRouter, Path
 
 from ferret.api.auth import SearchCaller
 from ferret.api.dependencies import StateDep
+from ferret.api.document_schemas import SearchIn, SearchOut, SearchResultOut
 from ferret.api.errors import error_responses
-from ferret.api.schemas import SearchIn, SearchOut, SearchResultOut
 from ferret.core.db.corpus import get_corpus
 from ferret.core.search.configuration import plan_by_name
 from ferret.core.search.searcher import SearchResult
