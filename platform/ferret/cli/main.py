@@ -294,11 +294,10 @@ def search(
         plan = plan_by_name(ctx.session, get_corpus(ctx.session, corpus), config) if config else None
         results = ctx.searcher.search(corpus, query, k=k, mode=mode, acl_groups=groups, plan=plan)
         if as_json:
-            hits = [
-                dict(zip(("snippet", "highlights"), snippet_and_highlights(result.text, query), strict=True))
-                | dataclasses.asdict(result)
-                for result in results
-            ]
+            hits = []
+            for result in results:
+                snippet, highlights = snippet_and_highlights(result.text, query)
+                hits.append({**dataclasses.asdict(result), "snippet": snippet, "highlights": highlights})
             answer = {"corpus": corpus, "query": query, "mode": ctx.searcher.mode(mode), "results": hits}
             print(json.dumps(answer, ensure_ascii=False, indent=2))
             return
