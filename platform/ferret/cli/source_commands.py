@@ -14,14 +14,13 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
-from sqlalchemy import func, select
 
 from ferret.cli.job_runs import ASYNC_HELP, run_command_job
 from ferret.cli.render import console
-from ferret.core.db.corpus import get_corpus
+from ferret.core.db.corpus import get_corpus, list_corpora
 from ferret.core.db.index_version import active_index_version
-from ferret.core.db.models import Corpus, Document, SyncRun
-from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
+from ferret.core.db.models import SyncRun
+from ferret.core.db.source import last_sync_run, list_sources, run_summary, source_document_counts, sync_runs
 from ferret.core.errors import InvalidInputError, NotFoundError
 from ferret.core.sources.config import load_spec
 from ferret.core.sources.schedule import sync_due
@@ -83,13 +82,8 @@ def list_command(
     """Sources with their corpus, document count, schedule and the report of their last sync."""
     with app_context() as ctx:
         sources = list_sources(ctx.session, get_corpus(ctx.session, corpus) if corpus else None)
-        corpus_names: dict[int, str] = {row.id: row.name for row in ctx.session.execute(select(Corpus.id, Corpus.name))}
-        documents: dict[tuple[int, str], int] = {
-            (corpus_id, source_name): count
-            for corpus_id, source_name, count in ctx.session.execute(
-                select(Document.corpus_id, Document.source, func.count()).group_by(Document.corpus_id, Document.source)
-            )
-        }
+        corpus_names = {row.id: row.name for row in list_corpora(ctx.session)}
+        documents = source_document_counts(ctx.session)
         rows: list[dict[str, Any]] = [
             {
                 "corpus_id": source.corpus_id,

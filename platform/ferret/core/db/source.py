@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.job import process_alive
@@ -106,6 +106,14 @@ def _close_interrupted(run: SyncRun) -> None:
 
 def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def source_document_counts(session: Session) -> dict[tuple[int, str], int]:
+    """(corpus id, source name) -> how many documents that source holds, in one query."""
+    rows = session.execute(
+        select(Document.corpus_id, Document.source, func.count()).group_by(Document.corpus_id, Document.source)
+    )
+    return {(corpus_id, source): count for corpus_id, source, count in rows}
 
 
 def sync_runs(session: Session, source: Source, limit: int = 20) -> list[SyncRun]:
