@@ -20,6 +20,12 @@ def test_every_kind_resolves_to_its_class(kind: str) -> None:
     assert connector_class.__name__ == CONNECTORS[kind][1]
 
 
+@pytest.mark.parametrize("kind", sorted(CONNECTORS))
+def test_every_kind_has_its_own_access_check(kind: str) -> None:
+    """``source add`` trusts ``check_access``: the base class's default (nothing to check) would pass anything."""
+    assert get_connector_class(kind).check_access is not BaseConnector.check_access
+
+
 def test_build_connector_passes_config(tmp_path: Path) -> None:
     connector = build_connector("filesystem", root=str(tmp_path), name="shared-drive")
 

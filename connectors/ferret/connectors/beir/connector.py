@@ -42,6 +42,17 @@ class BeirConnector(LoadConnector, SlimConnector):
                 f"{self.path} has no {CORPUS_FILE}; point 'path' at an unpacked BEIR dataset folder."
             )
 
+    def check_access(self) -> None:
+        """``corpus.jsonl`` exists (checked when built) and its first line can be read."""
+        try:
+            with (self.path / CORPUS_FILE).open("rb") as corpus:
+                corpus.readline()
+        except OSError as error:
+            raise InvalidInputError(
+                f"BEIR source {self.path / CORPUS_FILE} cannot be read ({error.strerror or error}); give the user "
+                "Ferret runs as read access to it."
+            ) from None
+
     def load_from_source(self) -> ConnectorOutput:
         for record in iter_corpus(self.path):
             yield Document.or_skipped(

@@ -28,8 +28,9 @@ from atlassian import Confluence
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
+from ferret.connectors.access import reason
 from ferret.connectors.confluence.permissions import PrincipalNames, groups_named
-from ferret.connectors.retry import RetryPolicy, call_with_retry, retry_after_seconds
+from ferret.connectors.retry import RetryBudgetExceededError, RetryPolicy, call_with_retry, retry_after_seconds
 from ferret.core.errors import InvalidInputError
 from ferret.core.sources.capabilities import SlimConnector
 from ferret.core.sources.documents import Document, SkippedItem
@@ -48,6 +49,8 @@ _BLOCK_END = re.compile(r"(</(?:p|h[1-6]|li|tr|div|pre|blockquote|table|ul|ol)>|
 _RESTRICTIONS = "restrictions.read.restrictions.user,restrictions.read.restrictions.group"
 _CONTENT_EXPAND = f"body.storage,version,space,ancestors,{_RESTRICTIONS}"
 _TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
+_CHECK_BUDGET_S = 10.0
+"""Longest ``check_access`` spends retrying one call (a sync has ``retry_budget_s``)."""
 
 
 class ConfluenceConfig(BaseModel):
@@ -176,10 +179,23 @@ class ConfluenceConnector(IncrementalConnector, SlimConnector, PermissionPass, G
 
     # -- requests ------------------------------------------------------------------------------------------
 
-    def call(self, request: Callable[[], T], what: str) -> T:
+    def check_access(self) -> None:
+        """``GET /rest/api/space/{key}`` of each configured space, as the configured user (one retry at most): the
+        credentials, the URL and the space keys in one or two round trips."""
+        policy = RetryPolicy(max_attempts=2, budget_s=min(self.settings.timeout_s, _CHECK_BUDGET_S))
+        for key in self.settings.spaces:
+            try:
+                self.space(key, expand="", policy=policy)
+            except (requests.RequestException, RetryBudgetExceededError) as error:
+                raise InvalidInputError(
+                    f"Confluence at {self.base_url} could not be reached to read space {key!r} ({reason(error)}); "
+                    "check url and that the server is up."
+                ) from None
+
+    def call(self, request: Callable[[], T], what: str, policy: RetryPolicy | None = None) -> T:
         """One API call with the retry policy; credentials and missing spaces become one-sentence errors."""
         try:
-            return call_with_retry(request, _transient, self.policy)
+            return call_with_retry(request, _transient, policy or self.policy)
         except requests.HTTPError as error:
             status = error.response.status_code if error.response is not None else None
             if status in (401, 403):
@@ -210,11 +226,11 @@ class ConfluenceConnector(IncrementalConnector, SlimConnector, PermissionPass, G
             params["expand"] = expand
         yield from self._paged("rest/api/content", params)
 
-    def space(self, key: str, expand: str) -> dict[str, Any]:
+    def space(self, key: str, expand: str, policy: RetryPolicy | None = None) -> dict[str, Any]:
         """``GET /rest/api/space/{key}``; a missing or hidden space is a one-sentence error."""
         params = {"expand": expand} if expand else None
         try:
-            space = self.call(lambda: self.client.get(f"rest/api/space/{key}", params=params), f"space {key}")
+            space = self.call(lambda: self.client.get(f"rest/api/space/{key}", params=params), f"space {key}", policy)
         except requests.HTTPError as error:
             if error.response is not None and error.response.status_code == 404:
                 raise InvalidInputError(

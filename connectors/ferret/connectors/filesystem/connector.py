@@ -80,6 +80,17 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
             what = "is not a folder" if self.root.exists() else "does not exist"
             raise InvalidInputError(f"Filesystem source root {self.root} {what}; point 'root' at an existing folder.")
 
+    def check_access(self) -> None:
+        """The root exists (checked when built) and its entries can be listed by this process's user."""
+        try:
+            with os.scandir(self.root) as entries:
+                next(entries, None)
+        except OSError as error:
+            raise InvalidInputError(
+                f"Filesystem source root {self.root} cannot be listed ({_os_reason(error)}); give the user Ferret "
+                "runs as read access to it."
+            ) from None
+
     def load_from_source(self) -> ConnectorOutput:
         for path, external_id, left_out in self._entries():
             yield SkippedItem(external_id=external_id, reason=left_out) if left_out else self._read(path, external_id)

@@ -16,6 +16,8 @@ re-permissions every file without re-embedding.
 from __future__ import annotations
 
 import hashlib
+import os
+import re
 import subprocess
 from collections.abc import Iterator
 from fnmatch import fnmatch
@@ -24,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ferret.connectors.access import reason, redact_url
 from ferret.connectors.filesystem.parsers import SUPPORTED_EXTENSIONS, UnreadableFileError, parse_file
 from ferret.connectors.principal_map import principals_for
 from ferret.core.errors import InvalidInputError
@@ -31,6 +34,9 @@ from ferret.core.sources.capabilities import SlimConnector
 from ferret.core.sources.documents import Document, SkippedItem
 from ferret.core.sources.incremental import CursorMark, Deleted, IncrementalConnector, PermissionPass, SyncItem
 
+_CHECK_TIMEOUT_S = 30.0
+"""Longest ``check_access`` waits for the remote (a sync waits ``timeout_s``)."""
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 DEFAULT_INCLUDE = ["*.md", "*.markdown", "*.txt", "*.rst", "*.html", "*.htm"]
 
 
@@ -102,6 +108,47 @@ class GitConnector(IncrementalConnector, SlimConnector, PermissionPass):
         else:
             self._git("fetch", "--quiet", "--prune", "origin", "+refs/*:refs/*")
         self._fetched = True
+
+    def check_access(self) -> None:
+        """``git ls-remote`` of the URL and branch (a second one lists the branches when it is missing); never a
+        prompt for credentials, at most ``_CHECK_TIMEOUT_S``."""
+        url, branch = redact_url(self.settings.url), self.settings.branch
+        pattern = [] if _COMMIT.match(branch) else [branch]  # a commit id is no ref name: only the URL is checked
+        done = self._ls_remote(*pattern)
+        if done.returncode not in (0, 2) or (done.returncode == 2 and not pattern):
+            said = " ".join(done.stderr.decode(errors="replace").split())
+            why = reason(Exception(said)) if said else f"exit status {done.returncode}"
+            raise InvalidInputError(
+                f"Git source could not read {url} with git ls-remote ({why}); check url and the credentials it needs."
+            )
+        if done.returncode == 2:
+            heads = self._ls_remote(options=["--heads"]).stdout.decode(errors="replace").split()[1::2]
+            names = [head.removeprefix("refs/heads/") for head in heads]
+            if not names:
+                raise InvalidInputError(f"Git repository {url} has no commits yet; push one, or check url.")
+            raise InvalidInputError(
+                f"Git repository {url} has no branch {branch!r}; its branches are {', '.join(names[:10])}; "
+                "check branch."
+            )
+
+    def _ls_remote(self, *patterns: str, options: list[str] | None = None) -> subprocess.CompletedProcess[bytes]:
+        """``git ls-remote --exit-code OPTIONS URL PATTERNS`` without any prompt (exit 2: nothing matched)."""
+        environment = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_SSH_COMMAND": "ssh -o BatchMode=yes"}
+        timeout = min(self.settings.timeout_s, _CHECK_TIMEOUT_S)
+        try:
+            return subprocess.run(
+                ["git", "ls-remote", "--exit-code", *(options or []), self.settings.url, *patterns],
+                capture_output=True,
+                timeout=timeout,
+                check=False,
+                env=environment,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            raise InvalidInputError(
+                f"Git source {redact_url(self.settings.url)} did not answer git ls-remote within {timeout:.0f} s; "
+                "check url and that the server is up."
+            ) from None
 
     def _head(self) -> str:
         try:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ferret.connectors.access import reason, redact_url
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
@@ -96,6 +97,33 @@ class S3Connector(IncrementalConnector, SlimConnector, PermissionPass):
 
     def close(self) -> None:
         self.client.close()
+
+    def check_access(self) -> None:
+        """One listing of at most one key under ``prefix`` (credentials, bucket, List), then a HEAD of that key (Read);
+        no retries: an unreachable endpoint is said at once."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        s, where = self.settings, redact_url(self.settings.endpoint_url or "AWS")
+        key = None
+        try:
+            page = self.client.list_objects_v2(Bucket=s.bucket, Prefix=s.prefix, MaxKeys=1)
+            key = next((item["Key"] for item in page.get("Contents", [])), None)
+            if key is not None:
+                self.client.head_object(Bucket=s.bucket, Key=key)
+        except ClientError as error:
+            code = str(error.response.get("Error", {}).get("Code", "")) or "error"
+            if key is not None:
+                raise InvalidInputError(
+                    f"S3 at {where} lists bucket {s.bucket!r} but refused reading its object {key!r} ({code}); the "
+                    "key needs Read on the bucket as well as List."
+                ) from None
+            sentence = _LISTING_REFUSALS.get(code, _LISTING_REFUSED)
+            raise InvalidInputError(sentence.format(bucket=s.bucket, where=where, code=code)) from None
+        except BotoCoreError as error:
+            raise InvalidInputError(
+                f"S3 at {where} could not be reached to list bucket {s.bucket!r} ({reason(error)}); check "
+                "endpoint_url and region, and that the server is up."
+            ) from None
 
     def _call(self, call: Callable[[], T]) -> T:
         return call_with_retry(call, _transient, self.policy)
@@ -206,6 +234,9 @@ _LISTING_REFUSALS = {
     "NoSuchBucket": "Bucket {bucket!r} does not exist on S3 at {where} ({code}); check bucket and endpoint_url.",
 }
 """Listing errors an admin causes and fixes in the source's config, as the sentence that says which setting."""
+_LISTING_REFUSED = (
+    "S3 at {where} refused listing bucket {bucket!r} ({code}); check bucket, prefix and the key's rights."
+)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -21,15 +21,18 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import httpx
+import requests
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
+from ferret.connectors.access import reason
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
     parse_file,
     unsupported_reason,
 )
-from ferret.connectors.retry import RetryPolicy
+from ferret.connectors.retry import RetryBudgetExceededError, RetryPolicy
 from ferret.connectors.sharepoint.graph import GraphClient, GraphError
 from ferret.connectors.sharepoint.permissions import entra_groups, item_principals
 from ferret.core.errors import InvalidInputError
@@ -48,6 +51,8 @@ from ferret.core.sources.incremental import (
 from ferret.core.sources.principals import group_principal, user_principal
 
 _DELTA_PREFER = {"Prefer": "deltashowsharingchanges, hierarchicalsharing"}
+_CHECK_BUDGET_S = 10.0
+"""Longest ``check_access`` spends retrying one call (a sync has ``retry_budget_s``)."""
 
 
 class SharePointConfig(BaseModel):
@@ -179,6 +184,26 @@ class SharePointConnector(IncrementalConnector, SlimConnector, PermissionPass, G
                 address = member.get("mail") or member.get("userPrincipalName")
                 if member.get("@odata.type") == "#microsoft.graph.user" and address:
                     yield GroupMembership(group=group, member=user_principal(str(address)))
+
+    def check_access(self) -> None:
+        """An app token, then ``GET /sites/{site_id}/drives`` (one retry at most): the credentials, the site and the
+        configured ``drives`` in two round trips."""
+        where = f"SharePoint site {self.settings.site_id!r} at {self.settings.graph_url}"
+        kept = self.graph.policy
+        self.graph.policy = RetryPolicy(max_attempts=2, budget_s=min(self.settings.timeout_s, _CHECK_BUDGET_S))
+        try:
+            self._drives()
+        except GraphError as error:
+            raise InvalidInputError(
+                f"{where} refused listing its libraries ({error}); grant the app Sites.Read.All or Sites.Selected."
+            ) from None
+        except (httpx.HTTPError, requests.RequestException, RetryBudgetExceededError) as error:
+            raise InvalidInputError(
+                f"{where} could not be reached ({reason(error)}); check graph_url, authority_host and that the "
+                "service is up."
+            ) from None
+        finally:
+            self.graph.policy = kept
 
     def close(self) -> None:
         self.graph.close()

@@ -24,9 +24,16 @@ from typing import Any
 
 import smbclient
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
-from smbprotocol.exceptions import SMBException
+from smbprotocol.exceptions import (
+    LogonFailure,
+    SMBAuthenticationError,
+    SMBException,
+    WrongPassword,
+)
+from smbprotocol.header import NtStatus
 from smbprotocol.open import FilePipePrinterAccessMask
 
+from ferret.connectors.access import reason
 from ferret.connectors.filesystem.parsers import (
     SUPPORTED_EXTENSIONS,
     UnreadableFileError,
@@ -44,6 +51,9 @@ from ferret.core.sources.incremental import (
     PermissionPass,
     SyncItem,
 )
+
+_CHECK_TIMEOUT_S = 10
+"""Seconds ``check_access`` waits for the server to accept a connection (syncs keep smbclient's 60)."""
 
 
 class SmbConfig(BaseModel):
@@ -150,6 +160,36 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
                 yield external_id, self.acl_groups(external_id)
             except (SMBException, OSError) as error:
                 raise IncompleteListingError(f"cannot read the DACL of SMB file {external_id}: {error}") from error
+
+    def check_access(self) -> None:
+        """Connect and authenticate (at most ``_CHECK_TIMEOUT_S`` to connect), then list the configured folder once."""
+        s = self.settings
+        server = f"SMB server {s.host}:{s.port}"
+        try:
+            smbclient.register_session(
+                s.host,
+                username=s.username,
+                password=s.password.get_secret_value(),
+                port=s.port,
+                encrypt=s.encrypt,
+                connection_timeout=_CHECK_TIMEOUT_S,
+                connection_cache=self._cache,
+            )
+        except (SMBAuthenticationError, LogonFailure, WrongPassword) as error:
+            why = _status_name(getattr(error, "status", None)) or reason(error)
+            raise InvalidInputError(
+                f"{server} refused the logon of user {s.username!r} ({why}); check username and password."
+            ) from None
+        except (SMBException, OSError, ValueError) as error:
+            raise InvalidInputError(
+                f"{server} could not be reached ({reason(error)}); check host and port, and that the server is up."
+            ) from None
+        folder = self._unc("")
+        try:
+            with smbclient.scandir(folder, **self._kwargs()) as entries:
+                next(iter(entries), None)
+        except (SMBException, OSError, ValueError) as error:
+            raise InvalidInputError(_folder_refusal(folder, error, s.username)) from None
 
     def close(self) -> None:
         smbclient.reset_connection_cache(connection_cache=self._cache)
@@ -274,6 +314,25 @@ class SmbConnector(IncrementalConnector, SlimConnector, PermissionPass):
             acl_groups=principals,
             updated_at=modified,
         )
+
+
+def _folder_refusal(folder: str, error: BaseException, username: str) -> str:
+    """The sentence for a share or folder the check could not list, naming the setting to fix."""
+    status = getattr(error, "ntstatus", None) or getattr(error, "status", None)
+    if status in (NtStatus.STATUS_BAD_NETWORK_NAME, NtStatus.STATUS_NOT_FOUND):  # Samba answers the latter
+        fix = "the share does not exist; check share"
+    elif status in (NtStatus.STATUS_OBJECT_NAME_NOT_FOUND, NtStatus.STATUS_OBJECT_PATH_NOT_FOUND):
+        fix = "the folder does not exist; check path"
+    elif status == NtStatus.STATUS_ACCESS_DENIED:
+        fix = f"user {username!r} may not list it; grant it read access to the share and folder"
+    else:
+        fix = "check share and path"
+    return f"Cannot list SMB folder {folder} ({_status_name(status) or reason(error)}): {fix}."
+
+
+def _status_name(status: int | None) -> str | None:
+    """``STATUS_LOGON_FAILURE`` for 0xc000006d: the NTSTATUS name an admin can look up."""
+    return next((name for name, value in vars(NtStatus).items() if value == status), None) if status else None
 
 
 def _walk_key(external_id: str) -> tuple[str, ...]:

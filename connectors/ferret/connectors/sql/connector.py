@@ -15,11 +15,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ferret.connectors.access import reason
 from ferret.connectors.principal_map import principals_for
 from ferret.core.errors import InvalidInputError
 from ferret.core.sources.capabilities import SlimConnector
@@ -74,6 +76,33 @@ class SqlConnector(IncrementalConnector, SlimConnector, PermissionPass):
         names = {s.id_column, *s.text_columns, *s.metadata_columns}
         names |= {c for c in (s.title_column, s.updated_column, s.acl_column) if c}
         self.table = sa.table(s.table, *(sa.column(name) for name in sorted(names)), schema=s.db_schema)
+
+    def check_access(self) -> None:
+        """Connect, then ``SELECT <every configured column> FROM <table> LIMIT 1`` (each dialect's own limit), so a
+        wrong password, table or column name is said now rather than at the first sync."""
+        s = self.settings
+        where = self.engine.url.render_as_string(hide_password=True)
+        database = self.engine.url.database or ":memory:"
+        sqlite_file = self.engine.url.get_backend_name() == "sqlite" and database != ":memory:"
+        if sqlite_file and not Path(database).expanduser().is_file():  # connecting would create an empty one there
+            raise InvalidInputError(f"SQL source database file {database} does not exist; check url.")
+        try:
+            connection = self.engine.connect()
+        except sa.exc.SQLAlchemyError as error:
+            raise InvalidInputError(
+                f"SQL source could not connect to {where} ({reason(_driver_error(error))}); check url (host, port, "
+                "database, user and password) and that the server is up."
+            ) from None
+        columns = ", ".join(self.table.c.keys())
+        table = f"{s.db_schema}.{s.table}" if s.db_schema else s.table
+        try:
+            with connection:
+                connection.execute(sa.select(self.table).limit(1)).first()
+        except sa.exc.SQLAlchemyError as error:
+            raise InvalidInputError(
+                f"SQL source could not read columns {columns} of table {table} at {where} "
+                f"({reason(_driver_error(error))}); check table, db_schema and the column names."
+            ) from None
 
     def close(self) -> None:
         self.engine.dispose()
@@ -142,6 +171,12 @@ class SqlConnector(IncrementalConnector, SlimConnector, PermissionPass):
             rows = list(connection.execute(sa.select(*columns)).mappings())
         for row in rows:
             yield str(row[s.id_column]), self._principals(row)
+
+
+def _driver_error(error: sa.exc.SQLAlchemyError) -> BaseException:
+    """The driver's own error inside SQLAlchemy's wrapper (whose text appends the statement and a link)."""
+    original = getattr(error, "orig", None)
+    return original if isinstance(original, BaseException) else error
 
 
 def _updated_at(value: Any) -> datetime | None:

@@ -31,8 +31,9 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from selectolax.lexbor import LexborHTMLParser
 
+from ferret.connectors.access import reason, redact_url
 from ferret.connectors.principal_map import first_match
-from ferret.connectors.retry import RetryPolicy, send_with_retry
+from ferret.connectors.retry import RetryBudgetExceededError, RetryPolicy, send_with_retry
 from ferret.core.errors import InvalidInputError
 from ferret.core.sources.capabilities import SlimConnector
 from ferret.core.sources.documents import Document, SkippedItem
@@ -47,6 +48,8 @@ from ferret.core.sources.incremental import (
 
 _SITEMAP_NS = re.compile(r"^\{[^}]*\}")
 _TEXT_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
+_CHECK_BUDGET_S = 10.0
+"""Longest ``check_access`` spends retrying one start URL (a sync has ``retry_budget_s``)."""
 
 
 class WebConfig(BaseModel):
@@ -101,15 +104,65 @@ class WebConnector(IncrementalConnector, SlimConnector, PermissionPass):
     def close(self) -> None:
         self.client.close()
 
+    def check_access(self) -> None:
+        """GET each start URL (with its host's robots.txt first when ``respect_robots``), one retry at most: the
+        page must answer 2xx or 304, inside ``allowed_hosts``, and robots.txt must let ``user_agent`` fetch it."""
+        policy = RetryPolicy(max_attempts=2, budget_s=min(self.settings.timeout_s, _CHECK_BUDGET_S))
+        for url in self.settings.start_urls:
+            shown = redact_url(url)
+            try:
+                if self.settings.respect_robots:
+                    self._check_robots(url, shown, policy)
+                response = self._get(url, policy=policy)
+            except (httpx.HTTPError, RetryBudgetExceededError, IncompleteListingError) as error:
+                raise InvalidInputError(
+                    f"Web source start URL {shown} could not be fetched ({reason(error)}); check start_urls and that "
+                    "the site is up."
+                ) from None
+            if response.is_redirect:
+                target = response.headers.get("location", "")
+                raise InvalidInputError(
+                    f"Web source start URL {shown} redirects to {redact_url(target)}, outside allowed_hosts; start "
+                    "from the final URL or add its host to allowed_hosts."
+                )
+            if response.status_code in (401, 403):
+                raise InvalidInputError(
+                    f"Web source start URL {shown} answered HTTP {response.status_code}; check headers (the "
+                    "credentials the site wants)."
+                )
+            if response.status_code >= 400:
+                raise InvalidInputError(
+                    f"Web source start URL {shown} answered HTTP {response.status_code}; check start_urls."
+                )
+
+    def _check_robots(self, url: str, shown: str, policy: RetryPolicy) -> None:
+        host = f"{urlsplit(url).scheme}://{urlsplit(url).netloc}"
+        response = self._get(f"{host}/robots.txt", policy=policy)
+        if response.status_code >= 500:
+            raise InvalidInputError(
+                f"Web source could not read {redact_url(host)}/robots.txt (HTTP {response.status_code}); a sync "
+                "would stop there too: check the site, or set respect_robots: false."
+            )
+        parser = urllib.robotparser.RobotFileParser(f"{host}/robots.txt")
+        parser.parse(response.text.splitlines() if response.status_code == 200 else [])
+        if not parser.can_fetch(self.settings.user_agent, url):
+            raise InvalidInputError(
+                f"Web source start URL {shown} is disallowed by its robots.txt for {self.settings.user_agent!r}; "
+                "start elsewhere, allow it there, or set respect_robots: false."
+            )
+
     # -- HTTP ---------------------------------------------------------------------------------------------------
     def _allowed(self, url: str) -> bool:
         parts = urlsplit(url)
         return parts.scheme in ("http", "https") and parts.netloc.lower() in self.allowed
 
-    def _get(self, url: str, headers: dict[str, str] | None = None) -> httpx.Response:
+    def _get(
+        self, url: str, headers: dict[str, str] | None = None, policy: RetryPolicy | None = None
+    ) -> httpx.Response:
         """GET following redirects inside the allow-list (at most 10); a redirect elsewhere is returned as is."""
         for _ in range(10):
-            response = send_with_retry(self.client, self.client.build_request("GET", url, headers=headers), self.policy)
+            request = self.client.build_request("GET", url, headers=headers)
+            response = send_with_retry(self.client, request, policy or self.policy)
             if response.is_redirect and "location" in response.headers:
                 target = urldefrag(urljoin(url, response.headers["location"]))[0]
                 if not self._allowed(target):

@@ -8,6 +8,10 @@ A connector class inherits the capabilities it has:
 - ``PermissionConnector``: the ACL groups of a document, where the source has permissions.
 
 Connectors yield ``Document`` or ``SkippedItem``; they never raise for one bad item.
+
+Every connector also answers ``check_access()``: one or two round trips that prove the source can be reached and
+read as configured (``ferret source add`` runs it before storing a source, as Onyx runs
+``validate_connector_settings``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,15 @@ class BaseConnector(ABC):
     def source_name(self) -> str:
         """Name of the source the documents belong to, unique within a corpus."""
         return str(self.config.get("name") or self.kind)
+
+    def check_access(self) -> None:  # noqa: B027 - a connector with nothing to reach keeps this default
+        """Prove, cheaply, that the source can be reached and read as configured; never a full listing.
+
+        One or two round trips (a bucket listing of one key, a share's root folder, ``SELECT ... LIMIT 1``,
+        ``git ls-remote``, the start page). A failure raises a ``FerretError`` whose one sentence names the source
+        kind, what was tried and what to fix, and never a secret. Every registered connector overrides it
+        (``tests/connectors/test_registry.py``).
+        """
 
 
 class LoadConnector(BaseConnector):
