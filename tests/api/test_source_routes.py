@@ -1,12 +1,14 @@
-"""Sources over HTTP: list a corpus's sources with their last sync report, sync one now, read its reports; and an API
-key naming a user searches as the external groups a source reported that user in."""
+"""Sources over HTTP: add one after its access check, list a corpus's sources with their last sync report, sync one
+now, read its reports; and an API key naming a user searches as the external groups a source reported that user in."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from ferret.core.db.api_key import create_api_key
@@ -65,3 +67,35 @@ def test_sources_are_listed_synced_and_their_groups_resolve_for_keys(
 
     assert "1" in found(keys["ann"])  # Ann is in kb:group:support, as the source reported
     assert "1" not in found(keys["bob"])
+
+
+def test_a_source_is_added_over_http_only_after_its_access_check(
+    client: TestClient, auth: Auth, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = tmp_path / "kb.sqlite"
+    with sqlite3.connect(kb) as connection:
+        connection.execute("CREATE TABLE articles (id INTEGER PRIMARY KEY, body TEXT)")
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    config: dict[str, Any] = {"url": {"env": "KB_URL"}, "table": "article", "text_columns": ["body"]}
+    body: dict[str, Any] = {"name": "kb", "kind": "sql", "config": config}
+
+    refused = client.post("/v1/corpora/intake/sources", json=body, headers=auth("admin"))
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["detail"] == (
+        "SQL source could not read columns body, id of table article at {env: KB_URL} (no such table: article); check "
+        "table, db_schema and the column names; nothing was stored (check=false stores the source without this check)."
+    )
+    corpora = client.get("/v1/corpora", headers=auth("admin")).json()["corpora"]
+    assert "intake" not in [corpus["name"] for corpus in corpora]  # not even the corpus was created
+
+    unchecked = client.post("/v1/corpora/intake/sources?check=false", json=body, headers=auth("admin"))
+    assert unchecked.status_code == 201, unchecked.text
+    config["table"] = "articles"
+    conflict = client.post("/v1/corpora/intake/sources", json=body, headers=auth("admin"))
+    assert conflict.status_code == 409 and "send replace=true to change its definition" in conflict.text
+    replaced = client.post("/v1/corpora/intake/sources?replace=true", json=body, headers=auth("admin"))
+    assert replaced.status_code == 201 and replaced.json()["kind"] == "sql", replaced.text
+    assert client.post("/v1/corpora/intake/sources", json=body, headers=auth("search-a")).status_code == 403
+    plain = {**body, "name": "plain", "config": {**config, "url": "postgresql://u:hunter2@h/db"}}
+    leaked = client.post("/v1/corpora/intake/sources", json=plain, headers=auth("admin"))
+    assert leaked.status_code == 422 and "hunter2" not in leaked.text

@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from connectors.servers.confluence_stub import PASSWORD, USERNAME, ConfluenceStub
 from connectors.servers.uvicorn_thread import serve
+from connectors.source_add import added, refused
 from ferret.connectors.confluence.connector import ConfluenceConnector
 from ferret.connectors.registry import build_connector
 from ferret.connectors.retry import RetryBudgetExceededError
@@ -262,3 +263,24 @@ def test_a_configured_source_syncs_with_a_secret_reference_and_reports_membershi
         "wiki:group:eng",
         "wiki:group:hr",
     ]
+
+
+def test_source_add_refuses_a_wrong_token_or_space_after_one_call_per_space(
+    wiki: tuple[ConfluenceStub, str], session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stub, url = wiki
+    config = {"url": url, "username": USERNAME, "password": {"env": "WIKI_TOKEN"}, "spaces": ["ENG", "HR"]}
+    monkeypatch.setenv("WIKI_TOKEN", "not-the-token")
+    message = refused(
+        session,
+        "confluence",
+        config,
+        rf"^Confluence at {url} refused '{USERNAME}' \(HTTP 401\) while reading space ENG; check the username, the "
+        r"password or token, and the account's permissions; nothing was stored",
+    )
+    assert "not-the-token" not in message
+    monkeypatch.setenv("WIKI_TOKEN", PASSWORD)
+    refused(session, "confluence", {**config, "spaces": ["ENG", "ENGG"]}, r"^Confluence space 'ENGG' does not exist")
+    stub.requests.clear()
+    added(session, "confluence", config)
+    assert stub.requests == ["/rest/api/space/ENG", "/rest/api/space/HR"]

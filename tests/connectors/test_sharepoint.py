@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session
 
 from connectors.servers.graph_stub import (
     CLIENT_ID,
@@ -21,6 +22,7 @@ from connectors.servers.graph_stub import (
     user,
 )
 from connectors.servers.uvicorn_thread import serve
+from connectors.source_add import added, refused
 from ferret.connectors.retry import RetryBudgetExceededError
 from ferret.connectors.sharepoint.connector import SharePointConnector
 from ferret.core.errors import InvalidInputError
@@ -221,3 +223,23 @@ def test_throttling_is_waited_out_and_bad_credentials_are_clear(tenant: tuple[Gr
     with pytest.raises(InvalidInputError, match="Invalid sharepoint connector config"):
         SharePointConnector(**{**config, "authority_host": "http://login.example"})
     assert "client_secret" not in SharePointConnector(**config).config_json()
+
+
+def test_source_add_refuses_a_wrong_secret_site_or_library_and_stores_a_good_one(
+    tenant: tuple[GraphStub, dict[str, Any]], session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _stub, connection = tenant
+    config = {**connection, "client_secret": {"env": "SP_SECRET"}}
+    config.pop("name")
+    monkeypatch.setenv("SP_SECRET", "not-the-secret")
+    message = refused(
+        session,
+        "sharepoint",
+        config,
+        r"^The identity platform refused the SharePoint app's client credentials \(.*\); check tenant_id, client_id",
+    )
+    assert "not-the-secret" not in message
+    monkeypatch.setenv("SP_SECRET", CLIENT_SECRET)
+    refused(session, "sharepoint", {**config, "site_id": "nosuch"}, r"^SharePoint site 'nosuch' was not found")
+    refused(session, "sharepoint", {**config, "drives": ["dcos"]}, r"^SharePoint drives \['dcos'\] are not libraries")
+    assert added(session, "sharepoint", {**config, "drives": ["docs"]}).config["drives"] == ["docs"]

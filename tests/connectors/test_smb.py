@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session
 
-from connectors.servers.samba import READER, READER_PASSWORD, SambaServer, samba_missing
+from connectors.servers.samba import CRAWLER_PASSWORD, READER, READER_PASSWORD, SambaServer, samba_missing
+from connectors.source_add import added, refused
 from ferret.connectors.smb.acl import Ace, flatten_share_and_file, readers
 from ferret.connectors.smb.connector import SmbConnector
 from ferret.core.acl import PUBLIC_GROUP
@@ -212,3 +214,48 @@ def test_dacl_evaluation() -> None:
     assert flatten_share_and_file({PUBLIC_GROUP}, {"a"}) == ["a"]
     assert flatten_share_and_file({"a", "b"}, {PUBLIC_GROUP}) == ["a", "b"]
     assert flatten_share_and_file({"a", "b"}, {"b", "c"}) == ["b"]
+
+
+def smb_source(samba: SambaServer, **extra: Any) -> dict[str, Any]:
+    """The crawler's config with its password as a secret reference, as a definition file states it."""
+    return {**samba.connector_config(**extra), "password": {"env": "SMB_PASSWORD"}}
+
+
+def test_source_add_checks_the_logon_and_the_folder_before_storing(
+    samba: SambaServer, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    samba.write("policies/leave.txt", "Leave is booked in the portal.")
+    monkeypatch.setenv("SMB_PASSWORD", CRAWLER_PASSWORD)
+    assert added(session, "smb", smb_source(samba, path="policies")).config["path"] == "policies"
+
+
+def test_source_add_refuses_a_wrong_password_a_missing_share_folder_and_a_denied_folder(
+    samba: SambaServer, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    samba.write("hr/salaries.txt", "Salaries are reviewed in March.", group=None, mode=0o600)
+    samba.permit("hr", None, 0o700)  # root's folder: the ordinary account may not list it
+    monkeypatch.setenv("SMB_PASSWORD", CRAWLER_PASSWORD)
+    refused(
+        session,
+        "smb",
+        smb_source(samba, path="missing"),
+        r"^Cannot list SMB folder \\\\127\.0\.0\.1\\docs\\missing \(STATUS_OBJECT_NAME_NOT_FOUND\): the folder does "
+        r"not exist; check path; nothing was stored",
+    )
+    refused(session, "smb", smb_source(samba, share="nosuch"), r"\(STATUS_NOT_FOUND\): the share does not exist")
+    monkeypatch.setenv("SMB_PASSWORD", READER_PASSWORD)
+    refused(
+        session,
+        "smb",
+        smb_source(samba, username=READER, path="hr"),
+        rf"\(STATUS_ACCESS_DENIED\): user '{READER}' may not list it; grant it read access",
+    )
+    monkeypatch.setenv("SMB_PASSWORD", "not-the-crawler-password")
+    message = refused(
+        session,
+        "smb",
+        smb_source(samba),
+        rf"^SMB server 127\.0\.0\.1:{samba.port} refused the logon of user 'ferret-smb-crawler' "
+        r"\(STATUS_LOGON_FAILURE\); check username and password; nothing was stored",
+    )
+    assert "not-the-crawler-password" not in message

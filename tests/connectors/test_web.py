@@ -8,9 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session
 
 from connectors.servers.uvicorn_thread import RunningApp, serve
 from connectors.servers.website import Site
+from connectors.source_add import added, refused
 from ferret.connectors.web.connector import WebConnector
 from ferret.core.sources.documents import Document
 from ferret.core.sources.incremental import CursorMark
@@ -69,3 +71,32 @@ def test_a_page_fetched_after_its_lastmod_is_not_asked_for_again(site: tuple[Sit
 
     assert documents == []
     assert len(_page_requests(web)) == asked  # the sitemap answered for the page: no request, not even a 304
+
+
+def test_source_add_fetches_the_start_page_before_storing(site: tuple[Site, RunningApp], session: Session) -> None:
+    pages, app = site
+    pages.put("/handbook/", "Handbook", "Welcome to the handbook.")
+
+    assert added(session, "web", {"start_urls": [f"{app.url}/handbook/"]}).kind == "web"
+    assert [path for path, _status in pages.requests] == ["/robots.txt", "/handbook/"]  # two requests, no crawl
+
+
+def test_source_add_refuses_a_missing_page_a_disallowed_one_and_a_site_that_is_down(
+    site: tuple[Site, RunningApp], session: Session
+) -> None:
+    pages, app = site
+    pages.put("/private/pay.html", "Pay", "Salary bands.")
+    refused(
+        session,
+        "web",
+        {"start_urls": [f"{app.url}/handbok/"]},
+        r"^Web source start URL http://127\.0\.0\.1:\d+/handbok/ answered HTTP 404; check start_urls; nothing was",
+    )
+    refused(
+        session,
+        "web",
+        {"start_urls": [f"{app.url}/private/pay.html"]},
+        r"start URL \S+/private/pay\.html is disallowed by its robots\.txt for 'FerretBot/1\.0'; start elsewhere",
+    )
+    pages.outage = True
+    refused(session, "web", {"start_urls": [f"{app.url}/"]}, r"could not be fetched \(.*HTTP 503.*\); check start_u")

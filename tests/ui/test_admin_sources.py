@@ -96,6 +96,15 @@ def test_add_sync_edit_and_remove_a_sql_source(populated_home: Path, articles: P
     app.button(key="save-source").click()
     run(app)
     assert len(app.error) == 1 and app.error[0].value.startswith("The source definition is not valid YAML or JSON")
+    app.text_area(key="source-definition").input(definition(table="article"))  # the access check reads the table
+    app.button(key="save-source").click()
+    run(app)
+    assert [error.value for error in app.error] == [
+        "SQL source could not read columns body, id, title of table article at {env: KB_URL} (no such table: "
+        "article); check table, db_schema and the column names; nothing was stored (`--no-check` stores the source "
+        "without this check)."
+    ]
+    assert list(app.dataframe[0].value["name"]) == ["docs"]
 
     app.text_area(key="source-definition").input(definition())
     app.button(key="save-source").click()

@@ -59,14 +59,24 @@ def add(
         Path, typer.Argument(help="YAML or JSON file: corpus, name, kind, config, schedule_minutes.")
     ],
     replace: Annotated[bool, typer.Option(help="Replace the definition of an existing source.")] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            help="Before storing, check that Ferret can reach and read the source (one or two requests: the bucket, "
+            "share, table and columns, repository and branch, or start page); --no-check stores it unchecked, e.g. "
+            "before the store is reachable from here."
+        ),
+    ] = True,
 ) -> None:
-    """Add (or with --replace, change) a source; its connector is built once to check the config."""
+    """Add (or with --replace, change) a source: its connector is built once and, unless --no-check, it reads the
+    source once, so a wrong bucket, password, share, table, repository or site is refused now with nothing stored."""
     spec = load_spec(definition)
     with app_context() as ctx:
-        source = add_source(ctx.session, spec, ctx.connectors, replace=replace)
+        source = add_source(ctx.session, spec, ctx.connectors, replace=replace, check=check)
         ctx.session.commit()
         schedule = f"every {source.schedule_minutes} min" if source.schedule_minutes else "on demand"
-        console.print(f"source {source.name} ({source.kind}) of corpus {spec.corpus}: synced {schedule}")
+        checked = "access checked" if check else "access not checked (--no-check)"
+        console.print(f"source {source.name} ({source.kind}) of corpus {spec.corpus}: {checked}, synced {schedule}")
         console.print(  # `--group hr` matches no document of this source: its groups carry its name
             f"its groups are searched as `ferret search --corpus {spec.corpus} --group {source.name}:group:<name>`",
             highlight=False,

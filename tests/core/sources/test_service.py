@@ -264,7 +264,7 @@ def test_the_list_names_each_source_s_corpus_and_documents_and_a_failure_in_full
     assert synced.exit_code == 0 and "next: `ferret index build --corpus help --promote`" in synced.output
     other = tmp_path / "other.json"
     other.write_text(json.dumps({**spec, "corpus": "legal", "config": {**spec["config"], "table": "gone"}}))
-    assert runner.invoke(app, ["source", "add", str(other)]).exit_code == 0
+    assert runner.invoke(app, ["source", "add", str(other), "--no-check"]).exit_code == 0  # the check would refuse
     assert runner.invoke(app, ["source", "sync", "legal", "kb"]).exit_code == 1
 
     listed = json.loads(runner.invoke(app, ["source", "list", "--json"]).output)
@@ -335,3 +335,41 @@ def test_a_killed_sync_does_not_hold_its_source_back_and_a_live_one_is_not_run_t
     going.owner = f"{host}:999999999:1"
     session.commit()
     assert close_orphaned_sync_runs(session) == [going.id] and going.state == SyncState.FAILED
+
+
+def test_cli_add_refuses_a_source_it_cannot_read_and_stores_it_with_no_check(
+    ferret_home: Path, tmp_path: Path, kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The access check runs before anything is written: a refused add leaves no corpus and no source, and a refused
+    --replace keeps the stored definition; --no-check stores what the check would refuse."""
+    monkeypatch.setenv("KB_URL", f"sqlite:///{kb}")
+    spec = json.loads(definition(tmp_path).read_text())
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({**spec, "config": {**spec["config"], "text_columns": ["bodies"]}}), encoding="utf-8")
+
+    refused = runner.invoke(app, ["source", "add", str(wrong)], env={"COLUMNS": "250"})
+    assert refused.exit_code == 1
+    sentence = " ".join(refused.output.split())
+    assert (
+        "SQL source could not read columns bodies, id, teams, title of table articles at {env: KB_URL} (no such "
+        "column: articles.bodies); check table, db_schema and the column names; nothing was stored (`--no-check` "
+        "stores the source without this check)." in sentence
+    ), sentence
+    assert str(kb) not in sentence and "Traceback" not in refused.output
+    assert json.loads(runner.invoke(app, ["source", "list", "--json"]).output) == []
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        assert connection.execute("SELECT count(*) FROM corpora").fetchone() == (0,)
+
+    added = runner.invoke(app, ["source", "add", str(definition(tmp_path))])
+    assert added.exit_code == 0 and "access checked, synced on demand" in added.output, added.output
+    again = runner.invoke(app, ["source", "add", str(wrong), "--replace"])
+    assert again.exit_code == 1 and "no such column: articles.bodies" in again.output
+    listed = json.loads(runner.invoke(app, ["source", "list", "--json"]).output)
+    assert len(listed) == 1
+
+    unchecked = runner.invoke(app, ["source", "add", str(wrong), "--replace", "--no-check"])
+    assert unchecked.exit_code == 0 and "access not checked (--no-check)" in unchecked.output, unchecked.output
+    with sqlite3.connect(ferret_home / "ferret.db") as connection:
+        (stored,) = connection.execute("SELECT config FROM sources WHERE name = 'kb'").fetchone()
+    assert json.loads(stored)["text_columns"] == ["bodies"]
+    assert "--no-check" in " ".join(runner.invoke(app, ["source", "add", "--help"]).output.split())

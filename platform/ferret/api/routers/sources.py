@@ -1,21 +1,23 @@
-"""Configured sources over HTTP (admin): list them with their last sync report, read a source's sync reports, and
-sync one now. Sources are added with ``ferret source add`` (their definition files name secret references that
-only the machine running the syncs can resolve)."""
+"""Configured sources over HTTP (admin): add one (after the same access check as ``ferret source add``), list them
+with their last sync report, read a source's sync reports, and sync one now. A definition's secrets are references
+(``{env: NAME}``, ``{file: PATH}``) that the server's own environment resolves, never plain text."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel
+from fastapi import APIRouter, Path, Query, status
+from pydantic import BaseModel, Field
 
 from ferret.api.auth import AdminCaller
 from ferret.api.dependencies import SessionDep, StateDep
 from ferret.api.errors import error_responses
+from ferret.api.schemas import ApiRequest, JsonObject
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.models import Source
 from ferret.core.db.source import last_sync_run, list_sources, run_summary, sync_runs
-from ferret.core.sources.service import find_configured, sync_source
+from ferret.core.sources.config import parse_spec
+from ferret.core.sources.service import add_source, find_configured, sync_source
 
 router = APIRouter(tags=["sources"])
 
@@ -58,6 +60,43 @@ def _out(session: Any, source: Source, corpus: str) -> SourceOut:
         schedule_minutes=source.schedule_minutes,
         last_sync=SyncReportOut(**run_summary(last)) if last is not None else None,
     )
+
+
+class SourceIn(ApiRequest):
+    """A source definition as ``ferret source add`` reads it from a file, less the corpus (the path names it)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    kind: str = Field(min_length=1, max_length=64)
+    config: JsonObject = Field(default_factory=dict)
+    schedule_minutes: int | None = Field(default=None, ge=1, le=60 * 24 * 31)
+    enabled: bool = True
+
+
+@router.post(
+    "/v1/corpora/{corpus}/sources",
+    response_model=SourceOut,
+    status_code=status.HTTP_201_CREATED,
+    responses=error_responses(401, 403, 409, 413, 422),
+    summary="Add (or replace) a source after checking that it can be read",
+)
+def add(
+    body: SourceIn,
+    _caller: AdminCaller,
+    session: SessionDep,
+    state: StateDep,
+    corpus: str = Path(max_length=128),
+    replace: bool = Query(False, description="Replace the definition of an existing source of that name."),
+    check: bool = Query(
+        True,
+        description="Read the source once before storing it (the bucket, share, table and columns, repository and "
+        "branch, or start page); false stores it unchecked, e.g. before its store is reachable.",
+    ),
+) -> SourceOut:
+    """A source refused by its access check answers 422 with the connector's sentence, and nothing is stored."""
+    spec = parse_spec({"corpus": corpus, **body.model_dump()}, "The source definition")
+    source = add_source(session, spec, state.connectors, replace=replace, check=check)
+    session.commit()
+    return _out(session, source, spec.corpus)
 
 
 @router.get(

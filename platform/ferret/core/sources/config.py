@@ -131,3 +131,29 @@ def resolve_secrets(config: Any, path: str = "config") -> Any:
     if isinstance(config, list):
         return [resolve_secrets(value, f"{path}[{index}]") for index, value in enumerate(config)]
     return config
+
+
+def secret_values(config: Any) -> dict[str, str]:
+    """The value each of ``config``'s secret references resolves to now, mapped to the reference as written
+    (``{env: KB_URL}``); a reference that does not resolve contributes nothing."""
+    found: dict[str, str] = {}
+    if _is_reference(config):
+        try:
+            value = resolve_secrets(config)
+        except InvalidInputError:
+            return {}
+        if isinstance(value, str) and value:
+            kind, name = next(iter(config.items()))
+            found[value] = f"{{{kind}: {name}}}"
+    elif isinstance(config, dict | list):
+        for child in config.values() if isinstance(config, dict) else config:
+            found.update(secret_values(child))
+    return found
+
+
+def without_secrets(sentence: str, config: Any) -> str:
+    """``sentence`` with every value of ``config``'s secret references replaced by the reference itself, so an error
+    can say where it went (``at {env: KB_URL}``) without the value (a URL with a password, a token)."""
+    for value, reference in sorted(secret_values(config).items(), key=lambda item: -len(item[0])):
+        sentence = sentence.replace(value, reference)
+    return sentence

@@ -1,4 +1,9 @@
-"""Configured sources as a service for the faces (CLI, HTTP API, scheduler): add, list, sync, remove, due.
+"""Configured sources as a service for the faces (CLI, HTTP API, admin, scheduler): add, list, sync, remove, due.
+
+Adding a source builds its connector and runs its ``check_access`` (one or two round trips to the store) before
+anything is written, so a wrong bucket, password, share, table, repository or site is refused with the connector's
+sentence instead of surfacing at the first sync; ``check=False`` (``--no-check``) stores a source whose store is
+not reachable yet.
 
 The connector is built by a ``ConnectorBuilder`` the caller passes in (``ferret.connectors.registry.build_connector``
 in production), so the domain never imports a connector; secrets are resolved only in memory, just before a build.
@@ -13,7 +18,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ferret.core.corpus.push import PUSH_SOURCE_KIND
-from ferret.core.db.corpus import get_corpus, get_or_create_corpus
+from ferret.core.db.corpus import find_corpus, get_corpus, get_or_create_corpus, validate_corpus_name
 from ferret.core.db.document import delete_documents, passage_ids_of_documents
 from ferret.core.db.models import Corpus, Document, Source, SyncRun
 from ferret.core.db.source import (
@@ -24,12 +29,12 @@ from ferret.core.db.source import (
     list_sources,
     sync_run_alive,
 )
-from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.errors import ConflictError, FerretError, InvalidInputError
 from ferret.core.index.backend import IndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
 from ferret.core.sources.capabilities import ConnectorFactory
-from ferret.core.sources.config import SourceSpec, check_no_plaintext_secrets, resolve_secrets
+from ferret.core.sources.config import SourceSpec, check_no_plaintext_secrets, resolve_secrets, without_secrets
 from ferret.core.sources.incremental import IncrementalConnector
 from ferret.core.sources.sync import SourceSync, SyncReport
 
@@ -55,22 +60,30 @@ def not_incremental(kind: str) -> InvalidInputError:
     )
 
 
-def add_source(session: Session, spec: SourceSpec, build: ConnectorBuilder, *, replace: bool = False) -> Source:
-    """Store a source after building its connector once (a bad config fails here, not at the first sync); a changed
-    config drops the checkpoint, so the next sync reads every document (unchanged ones are not re-embedded)."""
+def add_source(
+    session: Session, spec: SourceSpec, build: ConnectorBuilder, *, replace: bool = False, check: bool = True
+) -> Source:
+    """Store a source after building its connector once (a bad config fails here, not at the first sync) and, with
+    ``check``, after its ``check_access`` proved the source can be reached and read as configured. Nothing is written
+    before both passed: a refused source leaves the sources table (and an existing definition) as it was. Every
+    sentence is scrubbed of the values of the config's secret references. A changed config drops the checkpoint, so
+    the next sync reads every document (unchanged ones are not re-embedded)."""
     check_no_plaintext_secrets(spec.config)
-    corpus = get_or_create_corpus(session, spec.corpus)
-    source = find_source(session, corpus, spec.name)
+    validate_corpus_name(spec.corpus)
+    corpus = find_corpus(session, spec.corpus)
+    source = find_source(session, corpus, spec.name) if corpus is not None else None
     if source is not None and not replace:
         raise ConflictError(
-            f"Corpus {spec.corpus!r} already has a source {spec.name!r}; pass --replace to change its definition."
+            f"Corpus {spec.corpus!r} already has a source {spec.name!r}; pass --replace to change its definition.",
+            over_http=f"Corpus {spec.corpus!r} already has a source {spec.name!r}; send replace=true to change its "
+            "definition.",
         )
     if source is not None and source.kind != spec.kind:
         raise ConflictError(f"Source {spec.name!r} is a {source.kind} source; remove it before adding a {spec.kind}.")
     config = {key: value for key, value in spec.config.items() if key != "name"}
-    probe = Source(name=spec.name, kind=spec.kind, config=config)
-    build_for(probe, build).close()
+    probe_connector(Source(name=spec.name, kind=spec.kind, config=config), build, check=check)
     if source is None:
+        corpus = corpus or get_or_create_corpus(session, spec.corpus)
         source = Source(corpus_id=corpus.id, name=spec.name, kind=spec.kind, config=config)
         session.add(source)
     elif source.config != config:
@@ -82,6 +95,30 @@ def add_source(session: Session, spec: SourceSpec, build: ConnectorBuilder, *, r
     source.enabled = spec.enabled
     session.flush()
     return source
+
+
+def probe_connector(source: Source, build: ConnectorBuilder, *, check: bool = True) -> None:
+    """Build the source's connector once and, with ``check``, run its access check (one or two round trips). Every
+    sentence is scrubbed of the config's secret values; a refused check also says that nothing was stored and how
+    to store the source without the check."""
+    try:
+        connector = build_for(source, build)
+    except FerretError as error:
+        raise type(error)(
+            without_secrets(str(error), source.config),
+            over_http=None if error.over_http is None else without_secrets(error.over_http, source.config),
+        ) from None
+    try:
+        if check:
+            connector.check_access()
+    except FerretError as error:
+        sentence = without_secrets(str(error), source.config).rstrip(".")
+        raise type(error)(
+            f"{sentence}; nothing was stored (`--no-check` stores the source without this check).",
+            over_http=f"{sentence}; nothing was stored (check=false stores the source without this check).",
+        ) from None
+    finally:
+        connector.close()
 
 
 def sync_source(

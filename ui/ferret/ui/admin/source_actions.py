@@ -1,6 +1,7 @@
-"""The Sources page's actions: add or replace, sync now, remove — each the same domain call as ``ferret source``
-(``ferret.core.sources.service``), in its own application context so it commits on its own. "Sync now" starts the
-sync as a job (``ferret.core.jobs.source_sync``), so a long sync never holds the page's request.
+"""The Sources page's actions: add or replace (after the same access check), sync now, remove — each the same domain
+call as ``ferret source`` (``ferret.core.sources.service``), in its own application context so it commits on its
+own. "Sync now" starts the sync as a job (``ferret.core.jobs.source_sync``), so a long sync never holds the page's
+request.
 
 A definition is the YAML or JSON of ``ferret source add FILE`` pasted or uploaded; secrets stay references
 (``{env: NAME}``/``{file: PATH}``) and a plain-text secret is refused by the domain with its one sentence.
@@ -34,13 +35,15 @@ def parse_definition(text: str) -> SourceSpec:
     return parse_spec(raw)
 
 
-def save_source(text: str, *, replace: bool) -> str:
+def save_source(text: str, *, replace: bool, check: bool = True) -> str:
+    """Add or replace the source after its access check (``check``), as ``ferret source add [--no-check]`` does."""
     spec = parse_definition(text)
     with open_context() as context:
-        source = add_source(context.session, spec, context.connectors, replace=replace)
+        source = add_source(context.session, spec, context.connectors, replace=replace, check=check)
         schedule = f"every {source.schedule_minutes} min" if source.schedule_minutes else "on demand"
         verb = "replaced" if replace else "added"
-        return f"Source {source.name} ({source.kind}) of corpus {spec.corpus} {verb}: synced {schedule}."
+        unchecked = "" if check else " (access not checked)"
+        return f"Source {source.name} ({source.kind}) of corpus {spec.corpus} {verb}{unchecked}: synced {schedule}."
 
 
 def definition_text(corpus: str, name: str) -> str:

@@ -76,9 +76,13 @@ def definition_form(corpus: str) -> None:
         placeholder=EXAMPLE.replace("corpus: kb", f"corpus: {corpus}"),
     )
     replace = st.checkbox("Replace the definition of an existing source", key="source-replace")
+    unchecked = st.checkbox(
+        "Store without checking that the source can be read (--no-check: its store is not reachable yet)",
+        key="source-no-check",
+    )
     if st.button("Save source", key="save-source", type="primary"):
         body = uploaded.getvalue().decode("utf-8", errors="replace") if uploaded is not None else text
-        message = attempt(lambda: save_source(body, replace=replace))
+        message = attempt(lambda: save_source(body, replace=replace, check=not unchecked))
         if message:
             st.success(message)
 
