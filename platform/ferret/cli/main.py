@@ -8,13 +8,16 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from ferret.cli.group import FerretGroup, LazyCommand
 from ferret.cli.logs import PROGRESS_BAR_SWITCHES, route_third_party_output
 from ferret.cli.options import ASYNC_HELP
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing is ever downloaded at run time
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -300,9 +303,29 @@ def search(
                 hits.append({**dataclasses.asdict(result), "snippet": snippet, "highlights": highlights})
             answer = {"corpus": corpus, "query": query, "mode": ctx.searcher.mode(mode), "results": hits}
             print(json.dumps(answer, ensure_ascii=False, indent=2))
+            hint_scoped_groups(ctx.session, group or [])
             return
         used = plan or ctx.searcher.active_plans.get(corpus, ctx.searcher.sessions)  # what made the scores
         print_results(query, results, ctx.searcher.mode(mode), used.fusion if used is not None else DEFAULT_FUSION)
+        hint_scoped_groups(ctx.session, group or [])
+
+
+def hint_scoped_groups(session: Session, groups: list[str]) -> None:
+    """One line on stderr for each --group that no document or membership holds while ``<source>:group:<it>`` does:
+    a source's groups carry its name, so ``--group hr`` found only public documents."""
+    from ferret.cli.render import err_console
+    from ferret.core.db.source import scoped_groups_named
+
+    for name in groups:
+        scoped = scoped_groups_named(session, name)
+        if scoped:
+            options = " ".join(f"--group {group}" for group in scoped)
+            err_console.print(
+                f"hint: no document or membership names group {name!r}, so it matched public documents only; a "
+                f"source's groups carry its name: {options}",
+                highlight=False,
+                markup=False,
+            )
 
 
 @app.command("eval", rich_help_panel=DOCUMENTS)

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import String, cast, delete, func, select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.job import process_alive
@@ -161,6 +161,34 @@ def expand_principals(session: Session, principals: Sequence[str]) -> list[str]:
         frontier = groups - found
         found |= groups
     return sorted(found)
+
+
+def scoped_groups_named(session: Session, name: str, limit: int = 5) -> list[str]:
+    """The source-scoped groups ``<source>:group:<name>`` stored anywhere (documents' groups, reported memberships)
+    when ``name`` itself is stored nowhere: what ``ferret search --group hr`` most likely meant (a bare ``hr``
+    matches no document of a configured source). Empty when ``name`` holds a ``:`` or is stored as given."""
+    if ":" in name or not name:
+        return []
+    as_text = cast(Document.acl_groups, String)
+    if session.scalar(select(Document.id).where(as_text.like(f'%"{name}"%')).limit(1)) is not None:
+        return []  # an element "name" of a JSON list (a LIKE wildcard in the name can only suppress the hint)
+    if session.scalar(select(GroupMember.id).where(GroupMember.group_principal == name).limit(1)) is not None:
+        return []
+    suffix = f":group:{name}"
+    found = {
+        group
+        for groups in session.scalars(select(Document.acl_groups).where(as_text.like(f'%{suffix}"%')).limit(1000))
+        for group in groups
+        if group.endswith(suffix)
+    }
+    found |= {
+        group
+        for group in session.scalars(
+            select(GroupMember.group_principal).where(GroupMember.group_principal.like(f"%{suffix}")).distinct()
+        )
+        if group.endswith(suffix)
+    }
+    return sorted(found)[:limit]
 
 
 def _naive(moment: datetime) -> datetime:
