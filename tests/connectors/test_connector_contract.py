@@ -1,6 +1,6 @@
 """The contract every full-load connector (filesystem, BEIR) keeps, run against each one (after Haystack's
-``testing/``). The incremental connectors (sql, git, web, s3, smb, confluence, sharepoint) have their own contract
-suite against real servers in ``tests/connectors/contract``."""
+``testing/``). The incremental connectors (filesystem, sql, git, web, s3, smb, confluence, sharepoint) have their own
+contract suite against real servers in ``tests/connectors/contract``."""
 
 from __future__ import annotations
 

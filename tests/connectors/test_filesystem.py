@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -441,23 +442,31 @@ def document_title(items: dict[str, Document | SkippedItem], external_id: str) -
     return document(items, external_id).title
 
 
-def test_poll_returns_files_modified_in_the_window(tmp_path: Path) -> None:
-    for name, mtime in [("old.txt", 1_000), ("edge.txt", 2_000), ("new.txt", 3_000)]:
-        (tmp_path / name).write_text(name, encoding="utf-8")
-        os.utime(tmp_path / name, (mtime, mtime))
-    connector = FilesystemConnector(root=tmp_path)
+def test_poll_returns_files_changed_in_the_window_moved_in_ones_too(tmp_path: Path) -> None:
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir()
+    elsewhere.mkdir()
+    for name in ["old.txt", "edge.txt"]:
+        (root / name).write_text(name, encoding="utf-8")
+    first = datetime.now(UTC)
+    time.sleep(0.02)
+    (root / "new.txt").write_text("new", encoding="utf-8")
+    (elsewhere / "moved.txt").write_text("moved", encoding="utf-8")
+    os.utime(elsewhere / "moved.txt", (1_000, 1_000))  # an old modification time, as `cp -p` or `rsync -t` keep
+    time.sleep(0.02)
+    second = datetime.now(UTC)
+    time.sleep(0.02)
+    (elsewhere / "moved.txt").rename(root / "moved.txt")  # the rename sets its status-change time
+    connector = FilesystemConnector(root=root)
 
     def polled(start: datetime | None, end: datetime) -> list[str]:
         return sorted(item.external_id for item in connector.poll_source(start, end))
 
-    at = datetime.fromtimestamp
-    assert polled(at(1_000, UTC), at(2_000, UTC)) == ["edge.txt"]
-    assert polled(at(2_000, UTC), at(5_000, UTC)) == ["new.txt"]
-    assert polled(None, at(2_500, UTC)) == ["edge.txt", "old.txt"]
-    assert polled(at(1_000, UTC).replace(tzinfo=None), at(3_000, UTC).replace(tzinfo=None)) == [
-        "edge.txt",
-        "new.txt",
-    ]
+    now = datetime.now(UTC)
+    assert polled(None, first) == ["edge.txt", "old.txt"]
+    assert polled(first, second) == ["new.txt"]
+    assert polled(second, now) == ["moved.txt"]  # by its modification time alone it would be in no window
+    assert polled(first.replace(tzinfo=None), now.replace(tzinfo=None)) == ["moved.txt", "new.txt"]
 
 
 def test_list_external_ids_lists_supported_files_without_parsing(tmp_path: Path) -> None:

@@ -173,9 +173,3 @@ def test_a_missing_secret_reference_is_one_sentence_and_nothing_is_stored(
     assert [error.value for error in app.error] == ["config.url reads environment variable KB_URL, which is not set."]
     with open_context() as context:
         assert [s.name for s in list_sources(context.session, get_corpus(context.session, "kb"))] == ["docs"]
-    app.button(key="sync-source").click()  # "docs" is a filesystem ingest, not an incremental source
-    run(app)
-    assert [error.value for error in app.error] == [
-        "Connector kind 'filesystem' cannot be a scheduled source (it has no incremental sync); index it with "
-        "`ferret ingest` instead."
-    ]

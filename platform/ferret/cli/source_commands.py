@@ -24,7 +24,7 @@ from ferret.core.db.source import last_sync_run, list_sources, run_summary, sour
 from ferret.core.errors import InvalidInputError, NotFoundError
 from ferret.core.sources.config import load_spec
 from ferret.core.sources.schedule import sync_due
-from ferret.core.sources.service import add_source, find_configured, remove_source
+from ferret.core.sources.service import add_source, find_configured, group_option, remove_source
 from ferret.runtime.context import app_context
 
 source_app = typer.Typer(
@@ -77,8 +77,9 @@ def add(
         schedule = f"every {source.schedule_minutes} min" if source.schedule_minutes else "on demand"
         checked = "access checked" if check else "access not checked (--no-check)"
         console.print(f"source {source.name} ({source.kind}) of corpus {spec.corpus}: {checked}, synced {schedule}")
-        console.print(  # `--group hr` matches no document of this source: its groups carry its name
-            f"its groups are searched as `ferret search --corpus {spec.corpus} --group {source.name}:group:<name>`",
+        console.print(  # a store's groups carry the source's name: `--group hr` would match none of them
+            f"its groups are searched as `ferret search --corpus {spec.corpus} --group "
+            f"{group_option(source, ctx.connectors)}`",
             highlight=False,
             markup=False,
         )

@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ferret.connectors.filesystem.connector import FilesystemConnector
+from ferret.connectors.beir.connector import BeirConnector
 from ferret.connectors.registry import build_connector
 from ferret.connectors.sql.connector import SqlConnector
 from ferret.core.db.engine import session_scope
@@ -79,7 +79,7 @@ def test_a_sync_job_runs_the_sync_and_keeps_its_report(
 
 def test_refusals_write_nothing(session: Session, source: Source) -> None:
     with pytest.raises(InvalidInputError, match="cannot be a scheduled source"):
-        start_payload(session, source, FilesystemConnector, trigger="admin")
+        start_payload(session, source, BeirConnector, trigger="admin")
     assert session.scalar(select(func.count(Job.id))) == 0
 
     queued, _ = start_payload(session, source, SqlConnector, trigger="admin")

@@ -1,9 +1,24 @@
-"""A folder of files as a source: text, Markdown, HTML, PDF and Word documents, walked recursively."""
+"""A folder of files as a source: text, Markdown, HTML, PDF and Word documents, walked recursively.
+
+Read two ways: ``ferret ingest --path`` loads it (``LoadConnector``, ``PollConnector``), and ``ferret source add``
+keeps it as a scheduled source (``IncrementalConnector``): a local disk, or a share mounted over NFS or SMB.
+
+Incremental sync: a file is read again when its modification or status-change time (``st_mtime``, ``st_ctime``) is
+after the previous sync's start minus ``overlap_seconds``. The status-change time is what catches a file moved or
+copied in with an old modification time (``mv``, ``cp -p``, ``rsync -t``): the kernel sets it on the rename or on
+the new inode. Deletions come from the complete walk of ``list_external_ids``; an edit of the config's ``acl`` map is
+applied by the permission pass (``iter_permissions``) without reading a file.
+
+Cursor: ``{"since": <epoch s or null>, "started": <epoch s>, "after": <last path done or null>}``. A mark is set
+after every file in walk order, so an interrupted sync resumes after the last file it finished and keeps the
+``since`` and ``started`` it began with.
+"""
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from fnmatch import fnmatch
@@ -28,6 +43,13 @@ from ferret.core.sources.capabilities import (
     SlimConnector,
 )
 from ferret.core.sources.documents import Document, SkippedItem
+from ferret.core.sources.incremental import (
+    CursorMark,
+    IncompleteListingError,
+    IncrementalConnector,
+    PermissionPass,
+    SyncItem,
+)
 
 _MAX_EXTERNAL_ID_CHARS = 1024
 """Longest relative path a document id can hold: the ``max_length`` of ``Document.external_id``."""
@@ -43,9 +65,14 @@ class FilesystemConfig(BaseModel):
     max_file_bytes: int = Field(default=50_000_000, gt=0)
     acl: dict[str, list[str]] = Field(default_factory=dict)
     include: list[str] = Field(default_factory=list)
+    overlap_seconds: float = Field(default=60.0, ge=0)
+    """How far before the previous sync's start a change still counts: the clock of a mounted share's server may
+    run behind this machine's (raise it for such a share)."""
 
 
-class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, PermissionConnector):
+class FilesystemConnector(
+    LoadConnector, PollConnector, SlimConnector, PermissionConnector, IncrementalConnector, PermissionPass
+):
     """Index every supported file under ``root``; hidden files and folders (leading dot) are left out, and so are
     symbolic links to files inside ``root`` (the file is indexed under its own path, once) and links to folders
     (not followed). A full load lists each of them as skipped with its reason, so nothing is left out silently.
@@ -63,6 +90,7 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
     """
 
     kind = "filesystem"
+    scoped_groups = False  # the acl map names Ferret's groups as searched: `--group hr`
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
@@ -92,25 +120,60 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
             ) from None
 
     def load_from_source(self) -> ConnectorOutput:
-        for path, external_id, left_out in self._entries():
+        unlisted: list[SkippedItem] = []
+        for path, external_id, left_out in self._entries(unlisted):
             yield SkippedItem(external_id=external_id, reason=left_out) if left_out else self._read(path, external_id)
+        yield from unlisted
 
     def poll_source(self, start: datetime | None, end: datetime) -> ConnectorOutput:
-        """Files whose modification time lies in ``(start, end]``; naive datetimes are taken as UTC."""
+        """Files whose modification or status-change time lies in ``(start, end]`` (the latter catches a file moved
+        in with an old modification time); naive datetimes are taken as UTC."""
         start_ts = _as_utc(start).timestamp() if start is not None else float("-inf")
         end_ts = _as_utc(end).timestamp()
-        for path, external_id in self._walk():
+        unlisted: list[SkippedItem] = []
+        for path, external_id, left_out in self._entries(unlisted):
+            if left_out is not None:
+                continue
             try:
-                modified = path.stat().st_mtime
+                info = path.stat()
+                modified = max(info.st_mtime, info.st_ctime)
             except OSError as error:
                 yield SkippedItem(external_id=external_id, reason=f"cannot read file: {_os_reason(error)}")
                 continue
             if start_ts < modified <= end_ts:
                 yield self._read(path, external_id)
+        yield from unlisted
+
+    def sync(self, cursor: Any | None) -> Iterator[SyncItem]:
+        """Files changed since the previous sync's start (every file when ``cursor`` is None), in walk order, each
+        followed by a mark; a first sync also lists what it leaves out."""
+        since, started, after = _read_cursor(cursor)
+        started = time.time() if started is None else started
+        threshold = None if since is None else since - self.settings.overlap_seconds
+        unlisted: list[SkippedItem] = []
+        for path, external_id, left_out in sorted(self._entries(unlisted), key=lambda entry: _walk_key(entry[1])):
+            if after is not None and _walk_key(external_id) <= _walk_key(after):
+                continue
+            if left_out is not None:
+                if threshold is None:
+                    yield SkippedItem(external_id=external_id, reason=left_out)
+                continue
+            if threshold is None or _changed_at(path) > threshold:
+                yield self._read(path, external_id)
+            yield CursorMark(cursor={"since": since, "started": started, "after": external_id})
+        yield from unlisted  # their files were not seen: the next sync must look at them again
+        yield CursorMark(cursor={"since": since if unlisted else started, "started": None, "after": None})
+
+    def iter_permissions(self) -> Iterator[tuple[str, list[str]]]:
+        """The ``acl`` map's principals of every listed file: a config edit reaches the index without a re-read."""
+        for external_id in self.list_external_ids():
+            yield external_id, self.acl_groups(external_id)
 
     def list_external_ids(self) -> Iterator[str]:
-        """Supported files present now, without parsing: a file that fails to parse is still present."""
-        for path, external_id in self._walk():
+        """Supported files present now, without parsing: a file that fails to parse is still present. Raises
+        ``IncompleteListingError`` when a folder cannot be listed (a dropped mount, an I/O error), so nothing is
+        pruned from a partial walk."""
+        for path, external_id in self._walk(strict=True):
             if path.suffix.lower() in SUPPORTED_EXTENSIONS:
                 yield external_id
 
@@ -120,17 +183,27 @@ class FilesystemConnector(LoadConnector, PollConnector, SlimConnector, Permissio
                 return list(groups)
         return [PUBLIC_GROUP]
 
-    def _walk(self) -> Iterator[tuple[Path, str]]:
+    def _walk(self, *, strict: bool = False) -> Iterator[tuple[Path, str]]:
         """Files to read below root in a stable order."""
-        for path, external_id, left_out in self._entries():
+        for path, external_id, left_out in self._entries(None if strict else []):
             if left_out is None:
                 yield path, external_id
 
-    def _entries(self) -> Iterator[tuple[Path, str, str | None]]:
+    def _entries(self, unlisted: list[SkippedItem] | None = None) -> Iterator[tuple[Path, str, str | None]]:
         """Every entry below root in a stable order with why it is left out (None: read it). ``include`` narrows
-        what is considered at all, hidden entries included."""
+        what is considered at all, hidden entries included. A folder that cannot be listed is appended to
+        ``unlisted`` as a skipped item, or raises ``IncompleteListingError`` when ``unlisted`` is None."""
         included = self.settings.include
-        for folder, subfolders, files in os.walk(self.root):
+
+        def folder_error(error: OSError) -> None:
+            where = Path(error.filename or self.root)
+            external_id = "." if where == self.root else where.relative_to(self.root).as_posix() + "/"
+            reason = f"folder cannot be listed ({_os_reason(error)}); its files were not read"
+            if unlisted is None:
+                raise IncompleteListingError(f"folder {where} cannot be listed ({_os_reason(error)})") from error
+            unlisted.append(SkippedItem(external_id=external_id, reason=reason))
+
+        for folder, subfolders, files in os.walk(self.root, onerror=folder_error):
             base = Path(folder)
             for name in sorted(subfolders):
                 external_id = (base / name).relative_to(self.root).as_posix()
@@ -216,6 +289,31 @@ def _is_special(path: Path) -> bool:
         return not stat.S_ISREG(path.stat().st_mode)
     except OSError:
         return False
+
+
+def _changed_at(path: Path) -> float:
+    """The later of a file's modification and status-change times; infinity when it cannot be read (so the read
+    reports why)."""
+    try:
+        info = path.stat()
+    except OSError:
+        return float("inf")
+    return max(info.st_mtime, info.st_ctime)
+
+
+def _walk_key(external_id: str) -> tuple[str, ...]:
+    """Position of a root-relative path in sync order: its components, compared as a tuple."""
+    return tuple(external_id.rstrip("/").split("/"))
+
+
+def _read_cursor(cursor: Any | None) -> tuple[float | None, float | None, str | None]:
+    if cursor is None:
+        return None, None, None
+    if not isinstance(cursor, dict) or not {"since", "started", "after"} <= cursor.keys():
+        raise InvalidInputError(
+            f"Filesystem cursor {cursor!r} is not one this connector wrote; run `ferret source sync --full`."
+        )
+    return cursor["since"], cursor["started"], cursor["after"]
 
 
 def _as_utc(moment: datetime) -> datetime:

@@ -31,6 +31,9 @@ class BaseConnector(ABC):
     """Common part of all connectors: a source kind and a config dict that round-trips through the DB."""
 
     kind: ClassVar[str]
+    scoped_groups: ClassVar[bool] = True
+    """Whether the groups it puts on documents carry the source's name (``<source>:group:<name>``, what a store's
+    own groups become); False when they are Ferret's own group names written in the config (a folder's ``acl``)."""
 
     def __init__(self, **config: Any) -> None:
         self.config = config

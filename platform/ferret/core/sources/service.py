@@ -121,6 +121,16 @@ def probe_connector(source: Source, build: ConnectorBuilder, *, check: bool = Tr
         connector.close()
 
 
+def group_option(source: Source, build: ConnectorBuilder) -> str:
+    """How ``ferret search --group`` names a group of the source's documents: ``<source>:group:<name>`` for a
+    store's own groups, ``<name>`` for a connector whose config names Ferret's groups (a folder's ``acl`` map)."""
+    connector = build_for(source, build)
+    try:
+        return f"{source.name}:group:<name>" if connector.scoped_groups else "<name>"
+    finally:
+        connector.close()
+
+
 def sync_source(
     session: Session,
     settings: FerretSettings,
