@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,44 @@ def test_a_deleted_file_leaves_the_database_and_every_live_version(
         assert "beta.md" not in sparse_top(backend, collection, "parental leave")
         assert backend.count(collection) == passage_count(session, corpus) == 3
     assert_index_matches_database(session, backend, corpus)
+
+
+def unlistable_folder(parent: Path) -> None:
+    """A real folder that cannot be listed, even by root: nested past PATH_MAX (4,096 bytes), so listing its deepest
+    level fails with ENAMETOOLONG the way a dropped mount or an I/O error fails."""
+    fd = os.open(parent, os.O_RDONLY)
+    for _ in range(17):
+        os.mkdir("d" * 250, dir_fd=fd)
+        child = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+
+
+def test_a_folder_that_cannot_be_listed_stops_the_ingest_before_any_deletion(
+    session: Session, settings: FerretSettings, backend: EdgeIndexBackend, corpus: Corpus, folder: Path
+) -> None:
+    ingest(session, settings, backend, folder)
+    (folder / "notes" / "delta.txt").unlink()  # a removal, which a partial listing cannot tell from a missed folder
+    unlistable_folder(folder / "notes")
+
+    with pytest.raises(InvalidInputError, match=r"^Nothing was changed: folder .* cannot be listed \(File name too"):
+        ingest(session, settings, backend, folder)
+
+    assert set(session.scalars(select(Document.external_id).where(Document.corpus_id == corpus.id))) == DOCUMENT_IDS
+
+
+def test_a_file_that_can_no_longer_be_read_keeps_its_last_version_and_is_reported(
+    session: Session, settings: FerretSettings, backend: EdgeIndexBackend, corpus: Corpus, folder: Path
+) -> None:
+    ingest(session, settings, backend, folder)
+    (folder / "beta.md").write_bytes(b"MZ\x00\x00\x03\x00binary")  # still there, no longer text
+
+    report = ingest(session, settings, backend, folder)
+
+    assert (report.added, report.updated, report.deleted) == (0, 0, 0)
+    assert "beta.md" in {item.external_id for item in report.skipped}
+    assert set(session.scalars(select(Document.external_id).where(Document.corpus_id == corpus.id))) == DOCUMENT_IDS
 
 
 def test_a_folder_that_lists_nothing_deletes_nothing_and_says_why(

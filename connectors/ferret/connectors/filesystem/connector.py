@@ -198,9 +198,12 @@ class FilesystemConnector(
         def folder_error(error: OSError) -> None:
             where = Path(error.filename or self.root)
             external_id = "." if where == self.root else where.relative_to(self.root).as_posix() + "/"
+            external_id = external_id[:_MAX_EXTERNAL_ID_CHARS]
             reason = f"folder cannot be listed ({_os_reason(error)}); its files were not read"
             if unlisted is None:
-                raise IncompleteListingError(f"folder {where} cannot be listed ({_os_reason(error)})") from error
+                raise IncompleteListingError(
+                    f"folder {_shortened(str(where))} cannot be listed ({_os_reason(error)})"
+                ) from error
             unlisted.append(SkippedItem(external_id=external_id, reason=reason))
 
         for folder, subfolders, files in os.walk(self.root, onerror=folder_error):
@@ -211,9 +214,9 @@ class FilesystemConnector(
                     continue
                 if name.startswith("."):
                     yield base / name, external_id + "/", "hidden folder (leading dot), left out with its contents"
-                elif (base / name).is_symlink():
+                elif _is_link(base / name):
                     yield base / name, external_id + "/", "symbolic link to a folder, not followed"
-            subfolders[:] = sorted(n for n in subfolders if not n.startswith(".") and not (base / n).is_symlink())
+            subfolders[:] = sorted(n for n in subfolders if not n.startswith(".") and not _is_link(base / n))
             for name in sorted(files):
                 path = base / name
                 external_id = path.relative_to(self.root).as_posix()
@@ -230,7 +233,7 @@ class FilesystemConnector(
 
     def _link_inside_root(self, path: Path) -> str | None:
         """The root-relative path a symbolic link points at, when that is an existing file the walk reads itself."""
-        if not path.is_symlink():
+        if not _is_link(path):
             return None
         target = path.resolve()
         if not target.is_file() or not target.is_relative_to(self.root):
@@ -280,6 +283,19 @@ class FilesystemConnector(
             acl_groups=self.acl_groups(external_id),
             updated_at=modified,
         )
+
+
+def _shortened(text: str, limit: int = 160) -> str:
+    """``text`` cut in its middle to about ``limit`` characters, so a sentence stays readable."""
+    return text if len(text) <= limit else f"{text[: limit // 2]}…{text[-limit // 2 :]}"
+
+
+def _is_link(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link; False when it cannot be looked at (its read or listing reports why)."""
+    try:
+        return path.is_symlink()
+    except OSError:
+        return False
 
 
 def _is_special(path: Path) -> bool:

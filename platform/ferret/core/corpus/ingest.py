@@ -31,6 +31,7 @@ from ferret.core.settings import FerretSettings
 from ferret.core.sources.capabilities import BaseConnector, LoadConnector, PollConnector, SlimConnector
 from ferret.core.sources.documents import ConnectorCheckpoint, SkippedItem
 from ferret.core.sources.documents import Document as SourceDocument
+from ferret.core.sources.incremental import IncompleteListingError
 
 _FLUSH_EVERY = 200
 logger = logging.getLogger(__name__)
@@ -95,12 +96,12 @@ class Ingestor:
             self.session, self.corpus, connector.source_name, connector.kind, connector.config_json()
         )
         started = datetime.now(UTC)
+        present = self._listing(connector)
         if incremental and isinstance(connector, PollConnector):
             checkpoint = ConnectorCheckpoint.model_validate(source.checkpoint or {})
             items = connector.poll_source(checkpoint.last_polled_at, started)
-            present = set(connector.list_external_ids()) if isinstance(connector, SlimConnector) else None
         elif isinstance(connector, LoadConnector):
-            items, present = connector.load_from_source(), None
+            items = connector.load_from_source()
         else:
             raise InvalidInputError(f"The {connector.kind} connector cannot load a source in full; use --incremental.")
 
@@ -141,7 +142,8 @@ class Ingestor:
                 if self.progress:
                     self.progress(report)
 
-        # Deletions: a full load saw everything; an incremental poll asks the source which ids remain.
+        # Deletions: the ids the source lists now (a file it holds but cannot read keeps its last good version);
+        # without a listing, a full load's items are everything.
         remaining = present if present is not None else (seen if not incremental else None)
         if remaining is not None:
             gone = [doc_id for external_id, (doc_id, _) in known.items() if external_id not in remaining and doc_id > 0]
@@ -159,6 +161,19 @@ class Ingestor:
         if self.progress:
             self.progress(report)
         return report
+
+    def _listing(self, connector: BaseConnector) -> set[str] | None:
+        """Every id the source holds now, or None when it cannot list; a listing that fails part way (a folder
+        that cannot be read, a mount that dropped) stops the run before anything is changed."""
+        if not isinstance(connector, SlimConnector):
+            return None
+        try:
+            return set(connector.list_external_ids())
+        except IncompleteListingError as error:
+            raise InvalidInputError(
+                f"Nothing was changed: {error} while listing {_location(connector.config_json()) or 'the source'}, "
+                "so no document could safely be deleted; check it is mounted and readable, then run it again."
+            ) from None
 
     def _refuse_unsafe_deletion(
         self, source: Source, connector: BaseConnector, previous_location: str | None, listed: int, gone: int
