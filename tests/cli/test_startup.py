@@ -53,6 +53,15 @@ def test_help_imports_no_command_module() -> None:
     assert not loaded & {*ML_MODULES, "sqlalchemy", "pydantic_settings"}, sorted(loaded)
 
 
+def test_no_command_module_imports_an_ml_library_before_it_runs() -> None:
+    """A group's ``--help`` and its listings import the group's module: ``ferret task list`` took 4 s when the
+    module imported the round-trip retrievers (and torch) at its top; the command that filters imports them."""
+    modules = sorted({spec.target.partition(":")[0] for spec in LAZY_COMMANDS})
+    loaded = modules_after("\n".join(f"import {module}" for module in modules))
+
+    assert not loaded & set(ML_MODULES), sorted(loaded & set(ML_MODULES))
+
+
 def test_searches_import_no_ml_library(
     ferret_home: Path, make_files: Callable[[Path, dict[str, str | bytes]], Path]
 ) -> None:
