@@ -55,7 +55,8 @@ class FerretSearchApp(App[None]):
     ]
     CSS = """
     #query { border: tall $accent; }
-    #status { height: 1; padding: 0 1; color: $text-muted; }
+    /* an error sentence wraps (up to 4 rows) instead of losing the command it names past the 80th column */
+    #status { height: auto; max-height: 4; padding: 0 1; color: $text-muted; }
     #status.error { color: $error; text-style: bold; }
     #results { height: 1fr; border: none; }
     #results > .option-list--option { padding: 0 1; }
@@ -202,7 +203,7 @@ class FerretSearchApp(App[None]):
             self.notify("Select a result first.", severity="warning")
             return
         self.copy_to_clipboard(value)
-        self.notify(f"Copied {what}: {value}")
+        self.notify(f"Copied {what}: {value}", markup=False)  # an id like "notes [draft].md" is not markup
 
     def action_copy_id(self) -> None:
         hit = self.selected_hit()

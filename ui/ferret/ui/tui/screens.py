@@ -39,8 +39,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,f1,question_mark,q", "dismiss", "Close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Vertical { width: 76; height: auto; max-height: 22; border: round $accent; padding: 0 1;
-                            background: $surface; }
+    HelpScreen > Vertical { width: 76; max-width: 100%; height: auto; max-height: 22; border: round $accent;
+                            padding: 0 1; background: $surface; }
     """
 
     def compose(self) -> ComposeResult:
@@ -109,7 +109,8 @@ class DocumentScreen(Screen[None]):
         self.query_text = query
 
     def compose(self) -> ComposeResult:
-        yield Static(self.view.title or "(untitled)", id="document-title")
+        # Text, not a markup string: a title such as "[draft] Q3 plan" is the document's, shown as written
+        yield Static(Text(self.view.title or "(untitled)"), id="document-title")
         with VerticalScroll(id="document-body"):
             for position, passage in enumerate(self.view.passages):
                 hit = position == self.view.hit_position
