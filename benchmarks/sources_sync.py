@@ -1,10 +1,11 @@
-"""Sync throughput of the sql, git, web and s3 connectors on real local servers, one run.
+"""Sync throughput of the filesystem, sql, git, web and s3 connectors on real local servers, one run.
 
 Usage:
     python benchmarks/sources_sync.py --dataset ../shared/datasets/scifact [--docs 2000] \
-        [--embed-docs 300] [--connectors sql,git,web,s3] [--json benchmarks/out/sources_sync.json]
+        [--embed-docs 300] [--connectors filesystem,sql,git,web,s3] [--json benchmarks/out/sources_sync.json]
 
-The first --docs documents of the dataset's corpus are put on each server (a SQLite table read through SQLAlchemy,
+The first --docs documents of the dataset's corpus are put on each server (Markdown files in a folder of a hundred
+files per subfolder, a SQLite table read through SQLAlchemy,
 a repository served by ``git daemon``, a uvicorn site with a sitemap, a SeaweedFS bucket with tags), using the
 suite's test servers (tests/connectors/servers). For each connector, in one fresh Ferret home:
 
@@ -130,7 +131,23 @@ def s3_source(root: Path, docs: Docs) -> Iterator[Callable[[], IncrementalConnec
         server.stop()
 
 
-SOURCES = {"sql": sql_source, "git": git_source, "web": web_source, "s3": s3_source}
+@contextmanager
+def filesystem_source(root: Path, docs: Docs) -> Iterator[Callable[[], IncrementalConnector]]:
+    folder = root / "share"
+    for index, (key, title, text) in enumerate(docs):
+        subfolder = folder / f"{index // 100:03d}"  # a hundred files a folder, as a share would hold them
+        subfolder.mkdir(parents=True, exist_ok=True)
+        (subfolder / f"{key}.md").write_text(f"# {title}\n\n{text}\n", encoding="utf-8")
+    yield lambda: _build("filesystem", {"root": str(folder), "acl": {"*": ["staff"]}})
+
+
+SOURCES = {
+    "filesystem": filesystem_source,
+    "sql": sql_source,
+    "git": git_source,
+    "web": web_source,
+    "s3": s3_source,
+}
 
 
 def _build(kind: str, config: dict[str, Any]) -> IncrementalConnector:
@@ -197,7 +214,7 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, required=True, help="A BEIR dataset folder (its corpus.jsonl).")
     parser.add_argument("--docs", type=int, default=2000)
     parser.add_argument("--embed-docs", type=int, default=300, help="Documents of the sync with embedding.")
-    parser.add_argument("--connectors", default="sql,git,web,s3")
+    parser.add_argument("--connectors", default="filesystem,sql,git,web,s3")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     docs: Docs = [
