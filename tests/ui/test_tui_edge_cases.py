@@ -1,6 +1,6 @@
 """The terminal client where a user's data or setup is not the happy path: titles and ids that look like markup, an
-error sentence longer than a line, a terminal narrower than 80 columns. Real embedded store (SQLite, Qdrant Edge,
-the real MiniLM)."""
+error sentence longer than a line, a corpus named at start that does not exist, no corpus until one is ingested, a
+terminal narrower than 80 columns. Real embedded store (SQLite, Qdrant Edge, the real MiniLM)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,29 @@ async def test_an_error_longer_than_a_line_is_shown_whole(populated_home: Path) 
         await pilot.press("ctrl+o", "down", "enter")  # to kb, whose results say so in a few words
         await settle(pilot)
         assert app.corpus == "kb" and app.query_one("#status").size.height == 1
+
+
+@pytest.mark.anyio
+async def test_a_corpus_named_at_start_that_does_not_exist_is_said_at_once(populated_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient(), corpus="nope")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "Corpus 'nope' does not exist; choose one with Ctrl+O (kb)." in status(app)
+        assert app.query_one("#status").has_class("error")
+
+
+@pytest.mark.anyio
+async def test_a_corpus_ingested_after_start_is_found_by_the_next_search(ferret_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient())
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        assert "There are no corpora yet" in status(app)
+        with open_context() as context:
+            create_corpus(context.session, "late")
+        await pilot.press(*"harbour")
+        await settle(pilot)
+        assert app.corpus == "late"  # it said "Choose a corpus first (Ctrl+O)" and never looked again
+        assert "Corpus 'late' has no active index" in status(app)
 
 
 @pytest.mark.anyio

@@ -80,10 +80,9 @@ class FerretSearchApp(App[None]):
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
-        if self.corpus is None:
-            self.load_corpora()
-        else:
+        if self.corpus is not None:
             self.show_status("Type a few words to search.")
+        self.load_corpora()
 
     # -- status ---------------------------------------------------------------------------------------------------
     def show_status(self, message: str, *, error: bool = False) -> None:
@@ -105,13 +104,23 @@ class FerretSearchApp(App[None]):
         return names
 
     @work(thread=True, exclusive=True, group="corpora")
-    def load_corpora(self) -> None:
-        """Pick the first corpus when none was given."""
+    def load_corpora(self, *, then_search: bool = False) -> None:
+        """Pick the first corpus when none was given, or say at once that the one given does not exist (not at the
+        first search); ``then_search`` runs the typed query once a corpus is found."""
         names = self._corpus_names()
         if not names:
             return
+        if self.corpus is not None:
+            if self.corpus not in names:
+                known = ", ".join(names[:5]) + (", …" if len(names) > 5 else "")
+                message = f"Corpus {self.corpus!r} does not exist; choose one with Ctrl+O ({known})."
+                self.call_from_thread(self.show_status, message, error=True)
+            return
         self.corpus = names[0]
-        self.call_from_thread(self.show_status, "Type a few words to search.")
+        if then_search and self.query_text.strip():
+            self.call_from_thread(self.run_search)
+        else:
+            self.call_from_thread(self.show_status, "Type a few words to search.")
 
     # -- searching ------------------------------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
@@ -133,7 +142,9 @@ class FerretSearchApp(App[None]):
             self.show_status("The query is empty; type a few words to search for.")
             return
         if self.corpus is None:
-            self.show_status("Choose a corpus first (Ctrl+O).", error=True)
+            # none was found at start (no corpus yet, the API down): look again, one may have been ingested since
+            self.show_status("looking for corpora…")
+            self.load_corpora(then_search=True)
             return
         self.show_status("searching…")
         self.search(self.corpus, query, self.configuration)
