@@ -1,9 +1,13 @@
 """The terminal client where a user's data or setup is not the happy path: titles and ids that look like markup, an
 error sentence longer than a line, a corpus named at start that does not exist, no corpus until one is ingested, a
-terminal narrower than 80 columns. Real embedded store (SQLite, Qdrant Edge, the real MiniLM)."""
+URL that is not a Ferret API, a terminal narrower than 80 columns. Real embedded store (SQLite, Qdrant Edge, the
+real MiniLM) and a real HTTP server."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -22,7 +26,7 @@ from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.ui.runtime import open_context
 from ferret.ui.tui.app import FerretSearchApp
 from ferret.ui.tui.screens import DocumentScreen, HelpScreen
-from ferret.ui.tui.search_client import LocalSearchClient
+from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient
 
 SIZE = (80, 24)
 
@@ -117,6 +121,49 @@ async def test_a_corpus_ingested_after_start_is_found_by_the_next_search(ferret_
         await settle(pilot)
         assert app.corpus == "late"  # it said "Choose a corpus first (Ctrl+O)" and never looked again
         assert "Corpus 'late' has no active index" in status(app)
+
+
+class _LoginPage(BaseHTTPRequestHandler):
+    """What a proxy's login page or another service answers: 200 and HTML, whatever the path."""
+
+    def _answer(self) -> None:
+        body = b"<html><body>Please sign in</body></html>"
+        self.send_response(200)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def login_page() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _LoginPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.anyio
+async def test_a_url_that_is_not_a_ferret_api_is_one_sentence(ferret_home: Path, login_page: str) -> None:
+    # The worker raised JSONDecodeError (or KeyError on another JSON API) and the app closed with a traceback.
+    app = FerretSearchApp(RemoteSearchClient(login_page, api_key="fk_x_y"), corpus="kb")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        expected = f"{login_page} did not answer GET /v1/corpora as a Ferret API does; check --api"
+        assert expected in status(app)
+        await pilot.press(*"harbour")
+        await settle(pilot)
+        assert "did not answer POST /v1/corpora/kb/search as a Ferret API does" in status(app)
+        assert app.is_running
 
 
 @pytest.mark.anyio

@@ -239,7 +239,11 @@ class RemoteSearchClient:
             base_url=self.base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout_s
         )
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, expect: tuple[str, ...] = ()
+    ) -> Any:
+        """The JSON answer, which must hold the keys in ``expect``: another server at the URL (a proxy's login
+        page, another service's port) is one sentence, not a traceback."""
         import httpx
 
         try:
@@ -259,10 +263,19 @@ class RemoteSearchClient:
                 detail = ""
             kind = {403: ForbiddenError, 404: NotFoundError}.get(response.status_code, FerretError)
             raise kind(detail or f"The API answered {response.status_code} to {method} {path}.")
-        return response.json()
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or any(key not in answer for key in expect):
+            raise FerretError(
+                f"{self.base_url} did not answer {method} {path} as a Ferret API does; check --api (e.g. "
+                "http://127.0.0.1:8000)."
+            )
+        return answer
 
     def corpora(self) -> list[str]:
-        return [str(corpus["name"]) for corpus in self._request("GET", "/v1/corpora")["corpora"]]
+        return [str(corpus["name"]) for corpus in self._request("GET", "/v1/corpora", expect=("corpora",))["corpora"]]
 
     def configurations(self, corpus: str | None) -> list[str]:
         """The modes, then the corpus's stored search configurations (``GET .../search-configs``, admin scope)."""
@@ -270,7 +283,7 @@ class RemoteSearchClient:
             return list(CONFIGURATIONS)
         self.notice = ""
         try:
-            answer = self._request("GET", f"/v1/corpora/{quote(corpus, safe='')}/search-configs")
+            answer = self._request("GET", f"/v1/corpora/{quote(corpus, safe='')}/search-configs", expect=("configs",))
         except ForbiddenError:
             self.notice = "Stored search configurations are listed for admin keys only; the modes are offered."
             return list(CONFIGURATIONS)
@@ -282,7 +295,7 @@ class RemoteSearchClient:
         body: dict[str, Any] = {"query": _check_query(query), "k": k, "mode": mode}
         if stored is not None:
             body["config"] = stored
-        answer = self._request("POST", f"/v1/corpora/{quote(corpus, safe='')}/search", body)
+        answer = self._request("POST", f"/v1/corpora/{quote(corpus, safe='')}/search", body, expect=("results",))
         return [
             Hit(
                 corpus=corpus,
@@ -300,7 +313,8 @@ class RemoteSearchClient:
 
     def document(self, hit: Hit) -> DocumentView:
         try:
-            answer = self._request("GET", f"/v1/corpora/{quote(hit.corpus, safe='')}/documents/{hit.document_id}")
+            path = f"/v1/corpora/{quote(hit.corpus, safe='')}/documents/{hit.document_id}"
+            answer = self._request("GET", path, expect=("passages", "acl_groups"))
         except NotFoundError:
             # The API's sentence names the document by its internal number; the reader knows it by its id.
             raise NotFoundError(
