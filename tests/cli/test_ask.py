@@ -45,11 +45,11 @@ def squad_folder(root: Path) -> Path:
 @pytest.mark.slow
 def test_train_a_reader_and_ask_with_provenance(ferret_home: Path, encoder: DualEncoder, tmp_path: Path) -> None:
     dataset = squad_folder(tmp_path / "people")
+    assert runner.invoke(app, ["ingest", "--corpus", "people", "--beir", str(dataset)]).exit_code == 0
+    assert runner.invoke(app, ["index", "build", "--corpus", "people", "--promote"]).exit_code == 0
     no_reader = runner.invoke(app, ["ask", "Where was Alma Varga born?", "--corpus", "people"])
     assert no_reader.exit_code == 1 and "No span reader is trained yet" in " ".join(no_reader.output.split())
 
-    assert runner.invoke(app, ["ingest", "--corpus", "people", "--beir", str(dataset)]).exit_code == 0
-    assert runner.invoke(app, ["index", "build", "--corpus", "people", "--promote"]).exit_code == 0
     trained = runner.invoke(
         app, ["reader", "train", "--dataset", str(dataset), "--name", "tiny", "--steps", "40", "--batch-size", "8"]
     )
@@ -80,3 +80,25 @@ def test_train_a_reader_and_ask_with_provenance(ferret_home: Path, encoder: Dual
     missing = runner.invoke(app, ["reader", "train", "--dataset", str(tmp_path / "nowhere"), "--name", "x"])
     assert missing.exit_code == 1
     assert "is neither a SQuAD v1.1 JSON file nor a BEIR folder" in " ".join(missing.output.split())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "sentence"),
+    [
+        (["ask", "Who?", "--corpus", "nowhere"], "Corpus 'nowhere' does not exist"),
+        (["ask", "  ", "--corpus", "nowhere"], "The question is empty; type a question to answer."),
+        (["ask", "Who?", "--corpus", "nowhere", "--answers", "0"], "--answers must be at least 1."),
+        (["reader", "train", "--dataset", "nowhere", "--batch-size", "0"], "--batch-size must be at least 1."),
+        (["reader", "train", "--dataset", "nowhere", "--steps", "-1"], "--steps must be at least 1."),
+        (["reader", "train", "--dataset", "nowhere", "--max-questions", "0"], "--max-questions must be at least 1."),
+        (["reader", "train", "--dataset", "nowhere", "--learning-rate", "-1"], "--learning-rate must be above 0"),
+    ],
+)
+def test_what_the_user_can_fix_is_said_first(ferret_home: Path, arguments: list[str], sentence: str) -> None:
+    """Said before a reader is looked for or loaded: an unknown corpus or an empty question was answered "No span
+    reader is trained yet" (train one, minutes, to learn the next mistake); a zero batch size or a negative learning
+    rate ended in a traceback after the dataset and the model had loaded."""
+    result = runner.invoke(app, arguments)
+    assert result.exit_code == 1, result.output
+    assert sentence in " ".join(result.output.split())
+    assert "Traceback" not in result.output

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from ferret.cli.render import console, progress_bar
+from ferret.core.db.corpus import get_corpus
 from ferret.core.db.source import expand_principals
 from ferret.core.errors import InvalidInputError
 from ferret.core.qa.reader_store import list_readers, new_reader_dir, resolve_reader
@@ -37,19 +38,24 @@ def ask(
 ) -> None:
     """Answer a question from the corpus: the served retriever finds passages, the span reader reads them, and the
     answer comes with the passages that support it and their retrieval probabilities."""
-    from ferret.core.qa.answering import ask as answer_question
-    from ferret.core.qa.span_reader import SpanReader
-
+    if not question.strip():
+        raise InvalidInputError("The question is empty; type a question to answer.")
     if all_groups and group:
         raise InvalidInputError("--all-groups already sees every group; leave out --group, or --all-groups.")
     if not 1 <= k <= 50:
         raise InvalidInputError("k must be between 1 and 50 passages.")
+    if answers < 1:
+        raise InvalidInputError("--answers must be at least 1.")
     with app_context() as ctx:
-        span_reader = SpanReader.load(resolve_reader(ctx.settings, reader))
+        # what the user can fix in a second is said before the reader loads (torch, seconds) or is found missing
+        get_corpus(ctx.session, corpus)
+        reader_path = resolve_reader(ctx.settings, reader)
+        from ferret.core.qa.answering import ask as answer_question
+        from ferret.core.qa.span_reader import SpanReader
+
+        span_reader = SpanReader.load(reader_path)
         groups = None if all_groups else (expand_principals(ctx.session, group) if group else [])
-        result = answer_question(
-            ctx.searcher, span_reader, corpus, question, k=k, acl_groups=groups, answers=max(1, answers)
-        )
+        result = answer_question(ctx.searcher, span_reader, corpus, question, k=k, acl_groups=groups, answers=answers)
     if as_json:
         console.print_json(json.dumps(result.as_dict()))
         return
@@ -86,6 +92,12 @@ def train(
     max_questions: Annotated[int | None, typer.Option(help="Train on at most this many questions.")] = None,
 ) -> None:
     """Fine-tune a span reader (a start/end head on the base encoder) on SQuAD-format question/answer pairs."""
+    # checked before the dataset and the model load: a zero batch or a negative rate ended in a traceback
+    for option, value in (("--steps", steps), ("--batch-size", batch_size), ("--max-questions", max_questions)):
+        if value is not None and value < 1:
+            raise InvalidInputError(f"{option} must be at least 1.")
+    if not learning_rate > 0:
+        raise InvalidInputError("--learning-rate must be above 0 (1e-4 by default).")
     from ferret.core.encoder.registry import base_model_path
     from ferret.core.qa.span_reader import SpanReader, train_span_reader
     from ferret.core.qa.squad import load_qa_dataset, reading_examples
