@@ -12,18 +12,24 @@ Example:
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
+
+from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus
-from ferret.core.errors import ConflictError
+from ferret.core.db.synthetic import latest_run
+from ferret.core.db.task import get_task
+from ferret.core.errors import ConflictError, InvalidInputError
 from ferret.core.pipeline.declaration import JobLaunch, LaunchContext, Pipeline, Resource, Stage, StageBody, WorkerQueue
 from ferret.core.pipeline.realm.state import JOB_REALM, RealmState, resumed_state
 from ferret.core.realm.config import RealmConfig
 
 _STAGES = "ferret.core.pipeline.realm.stages"
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def _result(state: RealmState, done: Any) -> dict[str, Any]:
@@ -33,6 +39,21 @@ def _result(state: RealmState, done: Any) -> dict[str, Any]:
 
 def _job_id(state: RealmState) -> int | None:
     return state.job_id
+
+
+def _check_task(session: Session, name: str, corpus: Corpus) -> None:
+    """The guard judges on the task's evidence after the whole pre-training: a task that cannot give it is refused
+    before the training starts, not hours later."""
+    task = get_task(session, name)
+    if task.corpus_id != corpus.id:
+        raise InvalidInputError(f"Task {name!r} is a task of another corpus; give a task of corpus {corpus.name!r}.")
+    if latest_run(session, task) is None:
+        raise ConflictError(
+            f"Task {name!r} has no generation run yet, so the guard has no evidence from it; run `ferret pipeline "
+            "run` first, or leave out --task to judge on REALM's held-out sentences.",
+            over_http=f"Task {name!r} has no generation run yet, so the guard has no evidence from it; start its "
+            "pipeline with POST /v1/jobs first, or leave out task.",
+        )
 
 
 def prepare_job(
@@ -50,6 +71,14 @@ def prepare_job(
     if resume_from is not None:
         state = resumed_state(session, resume_from, row)
     else:
+        if model_name is not None and not MODEL_NAME.match(model_name):
+            # it names the model's folder under FERRET_HOME/models: "../x" or "/srv/x" would write outside it
+            raise InvalidInputError(
+                f"Model name {model_name!r} must be 1-128 letters, digits, dots, dashes or underscores, starting "
+                "with a letter or digit."
+            )
+        if task is not None:
+            _check_task(session, task, row)
         state = RealmState.start(row, config or RealmConfig(), model_name=model_name, task=task)
         if find_model_version(session, state.model_name) is not None:
             raise ConflictError(f"Model version {state.model_name!r} already exists; choose another model name.")
