@@ -1,5 +1,6 @@
 """``ferret realm pretrain`` refuses at launch what would only fail after the pre-training (a task the guard cannot
-judge on, a model name that is not a folder name). Real SQLite and the real ingest; no training runs."""
+judge on, a model name that is not a folder name), and a failed run says its error once, with the resume hint only
+when a resume can help. Real SQLite and the real ingest; no training runs."""
 
 from __future__ import annotations
 
@@ -55,3 +56,13 @@ def test_a_task_or_model_name_that_would_fail_after_training_is_refused_at_launc
     for name in ("../outside", "/tmp/outside", "two words"):
         assert f"Model name {name!r} must be 1-128 letters, digits" in cli_error([*pretrain, "--model-name", name])
     assert realm_jobs() == 0  # each of these started a job that trained, then failed in the guard or on saving
+
+
+def test_a_failed_run_says_its_error_once_and_no_resume_that_cannot_help(ferret_home: Path, tmp_path: Path) -> None:
+    ingest(tmp_path, "docs", 3)  # 3 passages: too few for k=4
+    result = runner.invoke(app, ["realm", "pretrain", "--corpus", "docs", "--steps", "1"])
+    assert result.exit_code == 1
+    output = " ".join(result.output.split())
+    assert output.count("too few to retrieve k=4") == 1, output
+    assert "--resume" not in output  # a resume keeps the settings that failed
+    assert "ferret realm pretrain --corpus ..." not in output

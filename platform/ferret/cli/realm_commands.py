@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, cast
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ferret.cli.job_runs import ASYNC_HELP, follow_here, require_success
@@ -79,7 +80,7 @@ def pretrain(
             console.print(f"running {where}; follow it with `ferret jobs follow {job.id}` or `ferret realm status`")
             return
         finished = follow_here(ctx, job.id)
-        _print_job(finished)
+        _print_job(finished, show_error=False)  # require_success says it, once
         require_success(finished)
 
 
@@ -121,12 +122,14 @@ def status(
         console.print(table)
 
 
-def _print_job(job: Job) -> None:
+def _print_job(job: Job, *, show_error: bool = True) -> None:
+    corpus = str((job.params.get("state") or {}).get("corpus", "<corpus>"))
     console.print(f"job {job.id}: {job.state.value}, {100 * job.progress:.0f}%, model {job.params.get('model_name')}")
     if job.state == JobState.FAILED:
-        console.print(
-            f"[red]failed:[/] {job.error}; resume with `ferret realm pretrain --corpus ... --resume {job.id}`"
-        )
+        if show_error:
+            console.print(f"[red]failed:[/] {escape(job.error or '')}")
+        if "step" in job.counts:  # it trained: a resume continues the run (a refused setting would fail again)
+            console.print(f"resume it with `ferret realm pretrain --corpus {corpus} --resume {job.id}`")
     result = job.result or {}
     if not result:
         return
@@ -140,4 +143,4 @@ def _print_job(job: Job) -> None:
     guard = result.get("guard", {})
     verdict = "[green]passed[/]" if guard.get("passed") else "[yellow]refused[/]"
     console.print(f"guard {verdict}: {guard.get('reason')}")
-    console.print(f"use it: ferret index build --corpus <corpus> --model {result.get('model')} --promote")
+    console.print(f"use it: ferret index build --corpus {corpus} --model {result.get('model')} --promote")
