@@ -102,3 +102,20 @@ def test_what_the_user_can_fix_is_said_first(ferret_home: Path, arguments: list[
     assert result.exit_code == 1, result.output
     assert sentence in " ".join(result.output.split())
     assert "Traceback" not in result.output
+
+
+def test_an_answer_is_printed_as_the_documents_words_not_markup() -> None:
+    """A title, an id, a span or a passage that looks like rich markup: "[/b]" raised MarkupError (a traceback after
+    the answer was found) and "[draft]" vanished from the table."""
+    from ferret.cli.ask_commands import print_answer
+    from ferret.cli.render import console
+    from ferret.core.qa.answering import Answer, AskResult, Provenance, RetrievedPassage
+
+    passage = RetrievedPassage(7, "leave [v2].md", "[draft] Leave policy", "Parental leave is [/b] 20 days.", 0.9, 1.0)
+    where = Provenance(7, passage.document, passage.title, 1.0, 0.8, 19, 26, "Parental leave is [/b] 20 days.")
+    result = AskResult("How long?", [Answer("[/b] 20 days", 0.8, [where]), Answer("[red]", 0.1)], [passage])
+    with console.capture() as captured:
+        print_answer(result)
+    printed = " ".join(captured.get().split())
+    for words in ("[/b] 20 days", "leave [v2].md", "[draft] Leave policy", "other answers: [red] (0.100)"):
+        assert words in printed, printed

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ferret.cli.render import console, progress_bar
 from ferret.core.db.corpus import get_corpus
@@ -19,6 +20,9 @@ from ferret.core.errors import InvalidInputError
 from ferret.core.qa.reader_store import list_readers, new_reader_dir, resolve_reader
 from ferret.core.settings import get_settings
 from ferret.runtime.context import app_context
+
+if TYPE_CHECKING:
+    from ferret.core.qa.answering import AskResult
 
 reader_app = typer.Typer(help="The span reader that `ferret ask` answers with.", no_args_is_help=True)
 
@@ -59,25 +63,31 @@ def ask(
     if as_json:
         console.print_json(json.dumps(result.as_dict()))
         return
+    print_answer(result)
+
+
+def print_answer(result: AskResult) -> None:
+    """The answer, the passages that support it and the passages read, as plain text: a title, an id or a passage
+    is the document's own words, never rich markup ("[draft] Leave policy" kept its brackets only by luck)."""
     best = result.best
-    console.print(f"[bold]{best.text}[/bold]  (p = {best.probability:.3f})")
+    console.print(Text.assemble((best.text, "bold"), f"  (p = {best.probability:.3f})"))
     table = Table(title="supported by")
     for column in ("document", "title", "p(z|x)", "share", "where"):
         table.add_column(column)
     for source in best.provenance:
         table.add_row(
-            source.document,
-            source.title,
+            Text(source.document),
+            Text(source.title),
             f"{source.retrieval_probability:.3f}",
             f"{source.answer_probability / best.probability:.0%}" if best.probability else "-",
-            source.context,
+            Text(source.context),
         )
     console.print(table)
     if len(result.answers) > 1:
         others = "; ".join(f"{a.text} ({a.probability:.3f})" for a in result.answers[1:])
-        console.print(f"other answers: {others}")
+        console.print(Text(f"other answers: {others}"))
     read = ", ".join(f"{p.document} {p.retrieval_probability:.2f}" for p in result.passages)
-    console.print(f"[dim]passages read: {read}[/dim]")
+    console.print(Text(f"passages read: {read}", style="dim"))
 
 
 @reader_app.command("train")
