@@ -66,3 +66,21 @@ def test_a_failed_run_says_its_error_once_and_no_resume_that_cannot_help(ferret_
     assert output.count("too few to retrieve k=4") == 1, output
     assert "--resume" not in output  # a resume keeps the settings that failed
     assert "ferret realm pretrain --corpus ..." not in output
+
+
+def test_a_pipeline_s_model_name_that_is_not_a_folder_name_is_refused_at_launch(
+    ferret_home: Path, tmp_path: Path
+) -> None:
+    ingest(tmp_path, "docs", 3)
+    with session_scope(get_settings().database_url) as session:
+        example = TaskExample(position=0, query="when did the harbour open", document_text="The harbour ...")
+        add_task(
+            session,
+            RetrievalTask(name="faq", corpus_id=get_corpus(session, "docs").id, description="d", examples=[example]),
+        )
+
+    for name in ("../outside", "/tmp/outside", "two words"):
+        error = cli_error(["pipeline", "run", "--task", "faq", "--model-name", name])
+        assert f"Model name {name!r} must be 1-128 letters, digits" in error
+    with session_scope(get_settings().database_url) as session:
+        assert [job.kind for job in list_jobs(session, limit=100)] == ["ingest"]  # no pipeline job was started

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ferret.core.db.models import ModelVersion
-from ferret.core.errors import ConflictError, NotFoundError
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
+
+MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A model version's name: it names its folder under FERRET_HOME/models, so no path ("../x", "/srv/x")."""
+
+
+def validate_model_name(name: str) -> str:
+    """``name`` if it can name a new model version (and its folder), else one sentence saying what can."""
+    if not MODEL_NAME.match(name):
+        raise InvalidInputError(
+            f"Model name {name!r} must be 1-128 letters, digits, dots, dashes or underscores, starting with a letter "
+            "or digit."
+        )
+    return name
 
 
 def get_model_version(session: Session, name: str) -> ModelVersion:

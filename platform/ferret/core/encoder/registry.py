@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session
 
-from ferret.core.db.model_version import create_model_version, find_model_version, get_model_version
+from ferret.core.db.model_version import (
+    create_model_version,
+    find_model_version,
+    get_model_version,
+    validate_model_name,
+)
 from ferret.core.db.models import ModelVersion
 from ferret.core.errors import FerretError
 from ferret.core.settings import FerretSettings
@@ -84,8 +89,8 @@ class ModelRegistry:
         return name if name == BASE_MODEL_NAME else get_model_version(self.session, name).name
 
     def model_dir(self, name: str) -> Path:
-        """Where a new trained version's files go."""
-        return self.settings.models_path / name
+        """Where a new trained version's files go: a folder of FERRET_HOME/models, never a path outside it."""
+        return self.settings.models_path / validate_model_name(name)
 
     def register(self, name: str, path: Path, *, parent: ModelVersion | None = None) -> ModelVersion:
         encoder = load_encoder(path, self.settings)

@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.index_version import active_index_version
 from ferret.core.db.job import active_jobs
-from ferret.core.db.model_version import find_model_version, get_model_version
+from ferret.core.db.model_version import find_model_version, get_model_version, validate_model_name
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.task import get_task
 from ferret.core.encoder.registry import BASE_MODEL_NAME, ModelRegistry
@@ -90,7 +90,7 @@ def prepare_job(
     session = context.session
     row = get_task(session, task) if isinstance(task, str) else task
     checked = (config or PipelineConfig()).validated()
-    if checked.model_name is not None and find_model_version(session, checked.model_name) is not None:
+    if checked.model_name is not None and find_model_version(session, validate_model_name(checked.model_name)):
         raise ConflictError(f"Model version {checked.model_name!r} already exists; choose another model name.")
     # What the later stages read is checked now, not after the hours of generation before them.
     for named in (checked.init_model, checked.round_trip):

@@ -12,14 +12,13 @@ Example:
 
 from __future__ import annotations
 
-import re
 from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.model_version import find_model_version
+from ferret.core.db.model_version import find_model_version, validate_model_name
 from ferret.core.db.models import Corpus
 from ferret.core.db.synthetic import latest_run
 from ferret.core.db.task import get_task
@@ -29,7 +28,6 @@ from ferret.core.pipeline.realm.state import JOB_REALM, RealmState, resumed_stat
 from ferret.core.realm.config import RealmConfig
 
 _STAGES = "ferret.core.pipeline.realm.stages"
-MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def _result(state: RealmState, done: Any) -> dict[str, Any]:
@@ -71,12 +69,8 @@ def prepare_job(
     if resume_from is not None:
         state = resumed_state(session, resume_from, row)
     else:
-        if model_name is not None and not MODEL_NAME.match(model_name):
-            # it names the model's folder under FERRET_HOME/models: "../x" or "/srv/x" would write outside it
-            raise InvalidInputError(
-                f"Model name {model_name!r} must be 1-128 letters, digits, dots, dashes or underscores, starting "
-                "with a letter or digit."
-            )
+        if model_name is not None:
+            validate_model_name(model_name)  # it names the model's folder: "../x" would write outside FERRET_HOME
         if task is not None:
             _check_task(session, task, row)
         state = RealmState.start(row, config or RealmConfig(), model_name=model_name, task=task)
