@@ -61,6 +61,8 @@ FUNCTION_LEVEL_IMPORTS = {
     # The queue names come from the job catalogue (its one-step jobs import the ingest and the evaluation): only
     # `ferret worker` needs them, not `ferret jobs list`.
     ("ferret.cli.job_commands", "ferret.workers.names"),
+    # The round-trip retrievers import torch: `ferret task list` and `task --help` need none of it.
+    ("ferret.cli.task_commands", "ferret.core.synth.retrievers"),
 }
 """(importing module, imported module) pairs allowed inside a function."""
 

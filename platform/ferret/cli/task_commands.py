@@ -13,7 +13,9 @@ from ferret.cli.render import console
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.synthetic import get_run, latest_run, list_runs
 from ferret.core.db.task import delete_task, first_external_ids, get_task, list_tasks, task_run_counts
+from ferret.core.encoder.registry import base_model_path, load_encoder
 from ferret.core.errors import InvalidInputError
+from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters
 from ferret.core.synth.task_spec import (
     ExampleSpec,
     GenerationSettings,
@@ -184,9 +186,7 @@ def filter_command(
     max_words: Annotated[int, typer.Option(help="Longer queries are dropped.")] = 40,
 ) -> None:
     """Drop short, long, copied and duplicate queries and those that fail the round trip; reasons are kept."""
-    from ferret.core.encoder.registry import base_model_path, load_encoder  # the retrievers import torch: only here
-    from ferret.core.synth.filters import ROUND_TRIP_MAX_K, FilterConfig, Retriever, apply_filters
-    from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever
+    from ferret.core.synth.retrievers import BM25Retriever, EncoderRetriever  # torch: only the filter needs it
 
     if retriever not in ("bm25", "dense", "none"):
         raise InvalidInputError(f"--retriever {retriever!r} is not one of bm25, dense, none.")
