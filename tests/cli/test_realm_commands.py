@@ -55,6 +55,8 @@ def test_a_task_or_model_name_that_would_fail_after_training_is_refused_at_launc
     )
     for name in ("../outside", "/tmp/outside", "two words"):
         assert f"Model name {name!r} must be 1-128 letters, digits" in cli_error([*pretrain, "--model-name", name])
+    assert "--eval-every must be at least 1, not 0." in cli_error([*pretrain, "--eval-every", "0"])
+    assert "--mlm-warmup-steps must be 0 or more, not -1." in cli_error([*pretrain, "--mlm-warmup-steps", "-1"])
     assert realm_jobs() == 0  # each of these started a job that trained, then failed in the guard or on saving
 
 

@@ -67,14 +67,22 @@ class RealmConfig:
             raise InvalidInputError(f"Masking must be one of {', '.join(MASKING_STRATEGIES)}, not {self.masking!r}.")
         for name in ("steps", "batch_size", "refresh_every", "eval_every", "checkpoint_every"):
             if getattr(self, name) < 1:
-                raise InvalidInputError(f"{name.replace('_', ' ').capitalize()} must be at least 1.")
+                raise _setting_error(name, "at least 1", getattr(self, name))
         for name in ("mlm_warmup_steps", "ict_warmup_steps"):
             if getattr(self, name) < 0:
-                raise InvalidInputError(f"{name.replace('_', ' ').capitalize()} must be 0 or more.")
+                raise _setting_error(name, "0 or more", getattr(self, name))
         if self.k is not None and self.k < 1:
-            raise InvalidInputError("k must be at least 1.")
+            raise _setting_error("k", "at least 1", self.k)
         if not 0.0 < self.held_out_fraction < 1.0:
-            raise InvalidInputError("The held-out fraction must be above 0 and below 1.")
+            raise _setting_error("held_out_fraction", "above 0 and below 1", self.held_out_fraction)
         if not 0.0 <= self.base_weight <= 1.0:
-            raise InvalidInputError("The base weight must be between 0 and 1.")
+            raise _setting_error("base_weight", "between 0 and 1", self.base_weight)
         return self
+
+
+def _setting_error(name: str, rule: str, value: object) -> InvalidInputError:
+    """The sentence names the setting as the user gave it: ``--eval-every`` on the command line, ``eval_every`` in
+    an HTTP body or a job's settings."""
+    return InvalidInputError(
+        f"--{name.replace('_', '-')} must be {rule}, not {value}.", over_http=f"{name} must be {rule}, not {value}."
+    )
