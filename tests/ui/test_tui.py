@@ -79,8 +79,15 @@ async def test_search_as_you_type_opens_a_document_and_copies(populated_home: Pa
         assert "capital and largest city of France" in screen.view.passages[screen.view.hit_position]
         assert ("id", "paris.md") in screen.view.details
         assert ("groups", "public") in screen.view.details
+        for switch in ("ctrl+o", "ctrl+g"):  # other results would replace the ones under the open document
+            await pilot.press(switch)
+            await settle(pilot)
+            assert app.screen is screen, switch
         await pilot.press("escape")
         assert not isinstance(app.screen, DocumentScreen)
+        await pilot.press("ctrl+o")
+        await settle(pilot)
+        assert isinstance(app.screen, ChoiceScreen)  # from the results it opens
 
 
 @pytest.mark.anyio

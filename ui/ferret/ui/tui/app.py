@@ -202,6 +202,13 @@ class FerretSearchApp(App[None]):
         self.call_from_thread(self.push_screen, DocumentScreen(view, query))
 
     # -- actions --------------------------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Another corpus or configuration would change the results under an open document or dialog: they are
+        switched from the results only."""
+        if action in ("switch_corpus", "switch_configuration"):
+            return self.screen is self.screen_stack[0]
+        return True
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
