@@ -91,6 +91,32 @@ async def test_search_as_you_type_opens_a_document_and_copies(populated_home: Pa
 
 
 @pytest.mark.anyio
+async def test_ctrl_n_adds_a_page_of_results_until_there_are_no_more(populated_home: Path) -> None:
+    app = FerretSearchApp(LocalSearchClient(), page_size=2)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press(*"capital of France")
+        await settle(pilot)
+        first = [hit.external_id for hit in app.hits]
+        assert len(first) == 2 and "2 results (Ctrl+N: more)" in status(app)
+
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert [hit.external_id for hit in app.hits][:2] == first and len(app.hits) == 4
+        assert app.query_one(OptionList).highlighted == 2  # on the first new result
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert len(app.hits) == 6 and "6 results (Ctrl+N: more)" in status(app)  # a full page: there may be more
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        assert len(app.hits) == 6 and "6 results: there are no more." in status(app)
+
+        await pilot.press("backspace")  # a new query starts from one page again
+        await settle(pilot)
+        assert len(app.hits) == 2
+
+
+@pytest.mark.anyio
 async def test_empty_query_clears_results_and_says_why(populated_home: Path) -> None:
     app = FerretSearchApp(LocalSearchClient(), corpus="kb")
     async with app.run_test(size=SIZE) as pilot:

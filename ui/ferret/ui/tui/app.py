@@ -25,10 +25,12 @@ from textual.worker import get_current_worker
 from ferret.core.errors import FerretError
 from ferret.ui.tui.highlight import snippet_text
 from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen, HelpScreen
-from ferret.ui.tui.search_client import Hit, SearchClient
+from ferret.ui.tui.search_client import RESULTS, Hit, SearchClient
 
 DEBOUNCE_S = 0.25
 """Pause in typing after which the query runs: below a keystroke gap for most typists, above a fast burst."""
+MAX_RESULTS = 100
+"""The most results Ctrl+N grows the list to: the HTTP API's limit on ``k``."""
 
 
 def result_prompt(number: int, hit: Hit, query: str, width: int) -> Group:
@@ -49,7 +51,8 @@ class FerretSearchApp(App[None]):
         Binding("ctrl+o", "switch_corpus", "Corpus", priority=True),
         Binding("ctrl+g", "switch_configuration", "Config", priority=True),
         Binding("ctrl+y", "copy_id", "Copy id", priority=True),
-        Binding("ctrl+l", "copy_link", "Copy link", priority=True),
+        Binding("ctrl+l", "copy_link", "Copy link", show=False),  # in the help (the bar is full) and the document view
+        Binding("ctrl+n", "more_results", "More", priority=True),
         Binding("escape", "focus_search", "Search", show=False),
         Binding("ctrl+q", "quit", "Quit", priority=True),
     ]
@@ -62,11 +65,21 @@ class FerretSearchApp(App[None]):
     #results > .option-list--option { padding: 0 1; }
     """
 
-    def __init__(self, client: SearchClient, *, corpus: str | None = None, configuration: str = "hybrid") -> None:
+    def __init__(
+        self,
+        client: SearchClient,
+        *,
+        corpus: str | None = None,
+        configuration: str = "hybrid",
+        page_size: int = RESULTS,
+    ) -> None:
         super().__init__()
         self.client = client
         self.corpus = corpus
         self.configuration = configuration
+        self.page_size = page_size
+        self.limit = page_size
+        """How many results the current query asks for: a page, and a page more at each Ctrl+N."""
         self.hits: list[Hit] = []
         self.query_text = ""
         self.message = ""
@@ -125,6 +138,7 @@ class FerretSearchApp(App[None]):
     # -- searching ------------------------------------------------------------------------------------------------
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_text = event.value
+        self.limit = self.page_size
         if self._debounce is not None:
             self._debounce.stop()
         self._debounce = self.set_timer(DEBOUNCE_S, self.run_search)
@@ -147,30 +161,47 @@ class FerretSearchApp(App[None]):
             self.load_corpora(then_search=True)
             return
         self.show_status("searching…")
-        self.search(self.corpus, query, self.configuration)
+        self.search(self.corpus, query, self.configuration, self.limit)
 
     @work(thread=True, exclusive=True, group="search")
-    def search(self, corpus: str, query: str, configuration: str) -> None:
+    def search(self, corpus: str, query: str, configuration: str, limit: int, highlight: int = 0) -> None:
         try:
-            hits = self.client.search(corpus, query, configuration=configuration)
+            hits = self.client.search(corpus, query, configuration=configuration, k=limit)
         except FerretError as error:
             if not get_current_worker().is_cancelled:
                 self.call_from_thread(self.show_results, [], query)
                 self.call_from_thread(self.show_status, str(error), error=True)
             return
         if not get_current_worker().is_cancelled:
-            self.call_from_thread(self.show_results, hits, query)
+            self.call_from_thread(self.show_results, hits, query, highlight)
             found = f"{len(hits)} result{'s' if len(hits) != 1 else ''}" if hits else "No results."
+            if len(hits) == limit < MAX_RESULTS:
+                found += " (Ctrl+N: more)"
+            elif hits and self.page_size < limit > len(hits):
+                found += ": there are no more."  # Ctrl+N asked for more than there are
             self.call_from_thread(self.show_status, found)
 
-    def show_results(self, hits: list[Hit], query: str) -> None:
+    def show_results(self, hits: list[Hit], query: str, highlight: int = 0) -> None:
         self.hits = hits
         results = self.query_one(OptionList)
         width = max(40, self.size.width - 4)
         results.clear_options()
         results.add_options([Option(result_prompt(i + 1, hit, query, width), id=str(i)) for i, hit in enumerate(hits)])
         if hits:
-            results.highlighted = 0
+            results.highlighted = min(highlight, len(hits) - 1)
+
+    def action_more_results(self) -> None:
+        """A page more of the same query, the highlight on the first new result; the search runs again for them
+        (a fused ranking is recomputed, not paged), so the list stays one ranking."""
+        if self.corpus is None or not self.query_text.strip() or not self.hits:
+            return
+        if len(self.hits) < self.limit or self.limit >= MAX_RESULTS:
+            self.show_status(f"{len(self.hits)} results: there are no more.")
+            return
+        shown = len(self.hits)
+        self.limit = min(self.limit + self.page_size, MAX_RESULTS)
+        self.show_status("searching…")
+        self.search(self.corpus, self.query_text, self.configuration, self.limit, shown)
 
     # -- results --------------------------------------------------------------------------------------------------
     def on_key(self, event: object) -> None:
@@ -205,7 +236,7 @@ class FerretSearchApp(App[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Another corpus or configuration would change the results under an open document or dialog: they are
         switched from the results only."""
-        if action in ("switch_corpus", "switch_configuration"):
+        if action in ("switch_corpus", "switch_configuration", "more_results"):
             return self.screen is self.screen_stack[0]
         return True
 

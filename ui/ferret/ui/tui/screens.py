@@ -25,6 +25,7 @@ HELP = """\
   [b]Ctrl+G[/b]      choose the configuration (a mode or a stored one: config 2)
   [b]Ctrl+Y[/b]      copy the selected result's id
   [b]Ctrl+L[/b]      copy the selected result's link
+  [b]Ctrl+N[/b]      more results (ten more, up to 100)
   [b]F1[/b]          this help ([b]?[/b] too, outside the search box)
   [b]Ctrl+Q[/b]      quit
 
