@@ -69,6 +69,13 @@ def test_a_failed_run_says_its_error_once_and_no_resume_that_cannot_help(ferret_
     assert "--resume" not in output  # a resume keeps the settings that failed
     assert "ferret realm pretrain --corpus ..." not in output
 
+    listed = runner.invoke(app, ["realm", "status"], env={"COLUMNS": "80"})
+    with session_scope(get_settings().database_url) as session:
+        (job,) = [job for job in list_jobs(session, limit=100) if job.kind == JOB_REALM]
+    model = str(job.params["model_name"])
+    assert model in listed.output  # on one line of the table, not cut to "realm-de…"
+    assert f"job {job.id}: {job.error}" in " ".join(listed.output.split())  # in full below the table
+
 
 def test_a_pipeline_s_model_name_that_is_not_a_folder_name_is_refused_at_launch(
     ferret_home: Path, tmp_path: Path

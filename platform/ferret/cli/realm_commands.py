@@ -104,11 +104,11 @@ def status(
                 console.print(f"RU curve: {plot}")
             return
         table = Table(title="REALM pre-training jobs")
-        for column in ("id", "state", "progress", "model", "step", "staleness", "best RU", "error"):
-            table.add_column(column)
-        for job in [j for j in list_jobs(ctx.session, limit=200) if j.kind == JOB_REALM][:20]:
-            result = job.result or {}
-            best = result.get("best_utility")
+        for column in ("id", "state", "progress", "model", "step", "staleness", "best RU"):
+            table.add_column(column, no_wrap=column == "model")  # a model name is what `--init realm:` takes
+        jobs = [job for job in list_jobs(ctx.session, limit=200) if job.kind == JOB_REALM][:20]
+        for job in jobs:
+            best = (job.result or {}).get("best_utility")
             table.add_row(
                 str(job.id),
                 job.state.value,
@@ -117,9 +117,11 @@ def status(
                 str(job.counts.get("step", "-")),
                 str(job.counts.get("staleness", "-")),
                 f"{best:+.3f}" if isinstance(best, float) else "-",
-                (job.error or "")[:60],
             )
         console.print(table)
+        for job in jobs:  # in full below the table: a column wrapped each sentence over many narrow lines
+            if job.error:
+                console.print(f"job {job.id}: {job.error}", highlight=False, markup=False)
 
 
 def _print_job(job: Job, *, show_error: bool = True) -> None:
