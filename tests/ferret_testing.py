@@ -112,3 +112,15 @@ def write_beir(
     lines += [f"{qid}\t{doc_id}\t{score}" for qid, judged in qrels.items() for doc_id, score in judged.items()]
     (root / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return root
+
+
+def unlistable_folder(parent: Path) -> None:
+    """A real folder below ``parent`` that cannot be listed, even by root: nested past PATH_MAX (4,096 bytes), so
+    listing its deepest level fails with ENAMETOOLONG the way a dropped mount or an I/O error fails."""
+    fd = os.open(parent, os.O_RDONLY)
+    for _ in range(17):
+        os.mkdir("d" * 250, dir_fd=fd)
+        child = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings
 from ferret.core.sources.capabilities import ConnectorOutput, LoadConnector
 from ferret.core.sources.documents import Document as SourceDocument
+from ferret_testing import unlistable_folder
 
 FILES: dict[str, str | bytes] = {
     "alpha.txt": "The zanzibar archipelago lies off the coast of Tanzania in the Indian Ocean.",
@@ -173,18 +173,6 @@ def test_a_deleted_file_leaves_the_database_and_every_live_version(
         assert "beta.md" not in sparse_top(backend, collection, "parental leave")
         assert backend.count(collection) == passage_count(session, corpus) == 3
     assert_index_matches_database(session, backend, corpus)
-
-
-def unlistable_folder(parent: Path) -> None:
-    """A real folder that cannot be listed, even by root: nested past PATH_MAX (4,096 bytes), so listing its deepest
-    level fails with ENAMETOOLONG the way a dropped mount or an I/O error fails."""
-    fd = os.open(parent, os.O_RDONLY)
-    for _ in range(17):
-        os.mkdir("d" * 250, dir_fd=fd)
-        child = os.open("d" * 250, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-    os.close(fd)
 
 
 def test_a_folder_that_cannot_be_listed_stops_the_ingest_before_any_deletion(
