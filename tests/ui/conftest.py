@@ -224,3 +224,8 @@ def use_generator(generator_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("FERRET_LLM_MODEL", "smollm2")
     get_settings.cache_clear()
     return generator_url
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # Textual runs on asyncio; anyio's pytest plugin runs the async tests

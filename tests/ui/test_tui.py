@@ -9,8 +9,7 @@ import pytest
 
 pytest.importorskip("textual", reason="the terminal client needs the ui extra: pip install -e '.[ui]'")
 
-from textual.pilot import Pilot
-from textual.widgets import OptionList, Static
+from textual.widgets import OptionList
 
 from ferret.core.db.api_key import revoke_api_key
 from ferret.core.search.snippets import query_terms
@@ -19,24 +18,7 @@ from ferret.ui.tui.app import FerretSearchApp
 from ferret.ui.tui.highlight import snippet_text
 from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen, HelpScreen
 from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient
-
-SIZE = (80, 24)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"  # Textual runs on asyncio; anyio's pytest plugin runs the async tests
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    """Let the debounce timer fire and every search worker finish."""
-    await pilot.pause(0.4)
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-def status(app: FerretSearchApp) -> str:
-    return str(app.query_one("#status", Static).render())
+from ui.tui_pilot import SIZE, settle, status
 
 
 def test_highlight_marks_query_words_and_windows_long_text() -> None:

@@ -15,7 +15,6 @@ import pytest
 pytest.importorskip("textual", reason="the terminal client needs the ui extra: pip install -e '.[ui]'")
 
 from textual.containers import Vertical
-from textual.pilot import Pilot
 from textual.widgets import Static
 
 from ferret.connectors.filesystem.connector import FilesystemConnector
@@ -27,23 +26,7 @@ from ferret.ui.runtime import open_context
 from ferret.ui.tui.app import FerretSearchApp
 from ferret.ui.tui.screens import DocumentScreen, HelpScreen
 from ferret.ui.tui.search_client import LocalSearchClient, RemoteSearchClient
-
-SIZE = (80, 24)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    await pilot.pause(0.4)
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-def status(app: FerretSearchApp) -> str:
-    return str(app.query_one("#status", Static).render())
+from ui.tui_pilot import SIZE, settle, status
 
 
 def screen_text(app: FerretSearchApp) -> str:

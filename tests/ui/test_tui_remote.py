@@ -12,8 +12,7 @@ import pytest
 
 pytest.importorskip("textual", reason="the terminal client needs the ui extra: pip install -e '.[ui]'")
 
-from textual.pilot import Pilot
-from textual.widgets import OptionList, Static
+from textual.widgets import OptionList
 
 from ferret.core.db.api_key import create_api_key
 from ferret.core.db.document import delete_documents
@@ -21,24 +20,9 @@ from ferret.ui.runtime import open_context
 from ferret.ui.tui.app import FerretSearchApp
 from ferret.ui.tui.screens import ChoiceScreen, DocumentScreen
 from ferret.ui.tui.search_client import RemoteSearchClient
+from ui.tui_pilot import SIZE, settle, status
 
-SIZE = (80, 24)
 TOPICS = ["harbour", "lighthouse", "orchard", "quarry", "monastery", "vineyard", "windmill", "foundry", "canal"]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    await pilot.pause(0.4)
-    await pilot.app.workers.wait_for_complete()
-    await pilot.pause()
-
-
-def status(app: FerretSearchApp) -> str:
-    return str(app.query_one("#status", Static).render())
 
 
 def new_key(name: str, scopes: list[str]) -> str:
