@@ -211,6 +211,10 @@ def test_rollback_with_nothing_to_roll_back_is_one_sentence(ferret_home: Path, f
             "The log-probability quantile must be above 0 and below 1.",
         ),
         (["pipeline", "run", "--task", "t", "--round-trip-k", "0"], "The round-trip K must be at least 1."),
+        (
+            ["pipeline", "run", "--task", "t", "--distill"],
+            "Distillation needs the reranker (--reranker): it is the teacher.",
+        ),
         (["pipeline", "run", "--task", "t", "--no-promote", "--force-promote"], "Give at most one of --no-promote"),
     ],
 )

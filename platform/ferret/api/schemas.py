@@ -183,6 +183,7 @@ class PipelineConfigIn(ApiRequest):
     seed: int = Field(default=13, ge=0, le=2**31 - 1)
     configure: bool = True
     reranker: bool = False
+    distill: bool = Field(default=False, description="With reranker: distil a kept reranker into the retriever.")
 
 
 class JobIn(ApiRequest):

@@ -66,6 +66,22 @@ def run(
     init: Annotated[
         str | None, typer.Option(help="realm:<model>: start from a REALM-pre-trained model instead of the base.")
     ] = None,
+    reranker: Annotated[
+        bool,
+        typer.Option(
+            "--reranker",
+            help="Also train a cross-encoder reranker on the kept pairs (at least 200); kept only if it beats the "
+            "first stage. Minutes on a GPU, 10-20 minutes or more on 2 CPU cores.",
+        ),
+    ] = _DEFAULTS.reranker,
+    distill: Annotated[
+        bool,
+        typer.Option(
+            "--distill",
+            help="With --reranker: when the reranker is kept, distil it into the retriever (GPL) and keep the "
+            "student if the guard prefers it.",
+        ),
+    ] = _DEFAULTS.distill,
     detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
     """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote (a job)."""
@@ -84,6 +100,8 @@ def run(
         promote="force" if force_promote else "auto" if promote else "never",
         model_name=model_name,
         init=init,
+        reranker=reranker,
+        distill=distill,
     ).validated()  # one clear sentence for a bad value, before any work
     with app_context() as ctx:
         job = run_command_job(ctx, "pipeline", detach=detach, task=get_task(ctx.session, task), config=config)
@@ -141,6 +159,14 @@ def print_search_config(outcome: dict[str, Any] | None) -> None:
         console.print(f"  retrievers compared on the tuning evidence (objective, examples out of sample): {scores}")
     if reranker := outcome.get("reranker"):
         console.print(f"  reranker: {reranker.get('refused') or reranker.get('reason')}")
+        if (own := reranker.get("guard")) is not None:
+            console.print(f"    {'kept' if reranker.get('kept') else 'dropped'}: {own.get('reason')}")
+    if distilled := outcome.get("distillation"):
+        if (own := distilled.get("guard")) is not None:
+            kept = "kept" if distilled.get("kept") else "dropped"
+            console.print(f"  distillation into {distilled.get('student')}: {kept}: {own.get('reason')}")
+        else:
+            console.print(f"  distillation: {distilled.get('refused') or distilled.get('skipped')}")
     guard = outcome.get("guard", {})
     verdict = "[green]passed[/]" if guard.get("passed") else "[yellow]refused[/]"
     state = "promoted" if outcome.get("promoted") else "not promoted"

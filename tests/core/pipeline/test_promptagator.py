@@ -3,6 +3,7 @@ the guard, and promotion through a real embedded index."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -55,13 +56,17 @@ def test_guard_decides_and_force_promotes(
     assert refused.index_version is None and not refused.promoted
     assert active_index_version(session, corpus) is None
 
-    forced = run_pipeline(
-        session, settings, backend, task, llm, PipelineConfig(**{**config.to_json(), "promote": "force"})
-    )
+    # the reranker (and so its distillation) asks for more kept pairs than this run has: both say why, nothing else
+    forced_config = PipelineConfig(**{**config.to_json(), "promote": "force", "reranker": True, "distill": True})
+    forced = run_pipeline(session, settings, backend, task, llm, forced_config)
 
     assert forced.run.id == refused.run.id  # generation was done: the run is reused, nothing regenerated
     assert len(llm.calls) == len({c["prompts"][0] for c in llm.calls})
     assert forced.promoted and forced.index_version is not None
+    assert forced.search_config is not None
+    refused_reranker = forced.search_config["reranker"]["refused"]
+    assert re.fullmatch(r"Only \d+ kept synthetic pairs; a reranker needs at least 200 \(.+\)\.", refused_reranker)
+    assert forced.search_config["distillation"] == {"skipped": "no reranker was kept, so none can teach the retriever"}
     assert forced.index_version.state == IndexState.ACTIVE
     assert backend.resolve_alias("facts") == forced.index_version.collection
     hits = Searcher.over(session, settings, backend).search("facts", "which planet has a great red spot", k=1)

@@ -41,7 +41,11 @@ from ferret.core.rerank.training import (
 class DistillationConfig:
     epochs: int = 2
     min_steps: int = 400
-    """More epochs are run until this many optimiser steps (a few hundred queries give few steps an epoch)."""
+    """On a GPU, more epochs are run until this many optimiser steps (a few hundred queries give few steps an
+    epoch): 418 steps took 52 s on an H100 (benchmarks/RESULTS.md, issue 12, third session)."""
+    cpu_min_steps: int = 0
+    """The minimum on a CPU: ``epochs`` epochs alone, as for the reranker (``RerankerTrainingConfig.cpu_min_steps``);
+    a step embeds 3 × ``batch_size`` texts, several seconds on 2 cores, so 400 steps would take most of an hour."""
     batch_size: int = 32
     """Triples per step."""
     learning_rate: float = 2e-5
@@ -50,8 +54,10 @@ class DistillationConfig:
     """Student similarity = scale · cosine, on the teacher's logit scale."""
     seed: int = 13
 
-    def steps(self, groups: int) -> tuple[int, int]:
-        return epoch_plan(groups, self.batch_size, self.epochs, self.min_steps)
+    def steps(self, groups: int, device: str = "cuda") -> tuple[int, int]:
+        """(epochs, optimiser steps) for ``groups`` usable groups trained on ``device``."""
+        minimum = self.cpu_min_steps if device == "cpu" else self.min_steps
+        return epoch_plan(groups, self.batch_size, self.epochs, minimum)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,7 +115,7 @@ def train_margin_mse(
     student = SentenceTransformer(str(student_path), device=device, local_files_only=True)
     student.float().train()
     preprocess = getattr(student, "preprocess", None) or student.tokenize
-    epochs, _ = config.steps(len(usable))
+    epochs, _ = config.steps(len(usable), device)
     optimizer = torch.optim.AdamW(student.parameters(), lr=config.learning_rate, weight_decay=0.01)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.startswith("cuda"))
     rng = random.Random(config.seed)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -30,6 +31,7 @@ from ferret.core.db.task import example_document
 from ferret.core.encoder.registry import BASE_MODEL_NAME
 from ferret.core.errors import InvalidInputError
 from ferret.core.pipeline.declaration import StageContext
+from ferret.core.pipeline.promptagator.distill import distill_candidate
 from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.core.rerank.cross_encoder import load_reranker
 from ferret.core.rerank.stage import reranker_groups, train_reranker
@@ -110,19 +112,18 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     evidence: dict[str, Any] = {"key": state.key, "fusion": fusion.as_dict(), "retriever": model.name}
     if len(tuned) > 1:
         evidence["retrievers"] = {m.name: {"objective": c.objective, "reason": c.reason} for m, _, c in tuned}
-    reranker = None
+    reranker, scorer, first_stage = None, None, candidate
     tuned_examples = fusion.example_ranks  # the examples' ranks out of sample, for the guard
+    held_out = partial(is_held_out, fraction=config.held_out_fraction, seed=config.seed)
     if config.reranker:
         status("configure: reranker", 0.3)
         training = RerankerTrainingConfig(seed=config.seed)
+        reranker_share = 0.2 if config.distill else 0.4  # of the stage; distillation takes the next 0.2
         try:
-            groups = reranker_groups(
-                session, searcher, corpus, run, candidate,
-                held_out=lambda d: is_held_out(d, config.held_out_fraction, config.seed), config=training,
-            )  # fmt: skip
+            groups = reranker_groups(session, searcher, corpus, run, candidate, held_out=held_out, config=training)
             reranker = train_reranker(
                 session, settings, groups, f"{state.model_name}-reranker", training,
-                progress=lambda done: status("configure: training the reranker", 0.3 + 0.4 * done),
+                progress=lambda done: status("configure: training the reranker", 0.3 + reranker_share * done),
             )  # fmt: skip
             scorer = load_reranker(reranker.path, name=reranker.name, settings=settings)
             weight = choose_rerank_weight(searcher, corpus.name, candidate, scorer, DEFAULT_RERANK_DEPTH, tuning)
@@ -136,11 +137,27 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
             )  # fmt: skip
             evidence["reranker"] = {**weight.as_dict(), "guard": own.as_dict(), "kept": own.passed}
             if own.passed:
-                candidate, tuned_examples = reranked, weight.example_ranks
+                first_stage, candidate, tuned_examples = candidate, reranked, weight.example_ranks
             else:
                 reranker = None
         except InvalidInputError as error:  # too few kept pairs: no reranker, and the configuration says why
             evidence["reranker"] = {"refused": str(error)}
+        if config.distill and (reranker is None or scorer is None):
+            evidence["distillation"] = {"skipped": "no reranker was kept, so none can teach the retriever"}
+        elif config.distill and reranker is not None and scorer is not None:
+            try:
+                distilled = distill_candidate(
+                    context, corpus, run, searcher, teacher=reranker, scorer=scorer, retriever=model,
+                    first_stage=first_stage, candidate=candidate, candidate_examples=tuned_examples,
+                    tuning=tuning, guarding=guarding, held_out=held_out, name=f"{state.model_name}-distilled",
+                    seed=config.seed, progress=lambda what, done: status(f"configure: {what}", 0.5 + 0.2 * done),
+                )  # fmt: skip
+                evidence["distillation"] = distilled.evidence
+                if distilled.kept:
+                    model, candidate, tuned_examples = distilled.model, distilled.plan, distilled.example_ranks
+                    evidence["retriever"] = model.name
+            except InvalidInputError as error:  # too few clean pairs to distil
+                evidence["distillation"] = {"refused": str(error)}
     status("configure: guard", 0.7)
     verdict = run_config_guard(searcher, corpus.name, candidate, reference, guarding, candidate_examples=tuned_examples)
     evidence["guard"] = {**verdict.as_dict(), "reference": reference.label}

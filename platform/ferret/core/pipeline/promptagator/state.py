@@ -69,6 +69,10 @@ class PipelineConfig:
     """Also train a cross-encoder reranker on the kept pairs (at least 200) for the configuration; off by default:
     its ≥ 600 steps of 128 pairs took 49 s on an H100 and would take hours on 2 CPU cores (scoring alone runs at
     ~11 pairs/s there), and the trained one has not beaten the first stage yet (benchmarks/RESULTS.md, issue 12)."""
+    distill: bool = False
+    """GPL (issue 12 item 4): when the configuration keeps its reranker, distil it into the retriever (margin-MSE
+    over negatives mined from the first stage), index the student and keep it if the guard prefers it
+    (``ferret.core.pipeline.promptagator.distill``). Needs ``reranker``: it is the teacher."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -96,6 +100,12 @@ class PipelineConfig:
             raise InvalidInputError("The log-probability quantile must be above 0 and below 1.")
         if self.round_trip_k is not None and self.round_trip_k < 1:
             raise InvalidInputError("The round-trip K must be at least 1.")
+        if self.distill and not self.reranker:
+            raise InvalidInputError("Distillation needs the reranker (--reranker): it is the teacher.")
+        if self.distill and not self.configure:
+            raise InvalidInputError(
+                "Distillation is part of the configuration stage; it cannot run with configure off."
+            )
         if self.cropping_warmup_steps < 0:
             raise InvalidInputError("The cropping warm-up steps must be at least 0.")
         if self.init is not None and (not self.init.startswith("realm:") or not self.init[len("realm:") :]):

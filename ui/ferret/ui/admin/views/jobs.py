@@ -31,6 +31,12 @@ def _launch_form(task_names: list[str]) -> None:
         round_trip_k = middle.number_input("Round-trip K (0: from the examples)", 0, 100, 0, key="launch-k")
         promote = right.selectbox("Promote", ["auto", "force", "never"], key="launch-promote")
         model_name = st.text_input("Model version name (empty: <task>-job<id>)", key="launch-model-name")
+        left, right = st.columns(2)
+        reranker = left.checkbox(
+            "Train a reranker (kept only if it beats the first stage; 10-20 min or more on 2 CPU cores)",
+            key="launch-reranker",
+        )
+        distill = right.checkbox("Distil a kept reranker into the retriever", key="launch-distill")
         if st.form_submit_button("Launch", type="primary"):
 
             def start() -> str:
@@ -42,6 +48,8 @@ def _launch_form(task_names: list[str]) -> None:
                     round_trip_k=int(round_trip_k) or None,
                     promote=cast(Literal["auto", "force", "never"], promote),
                     model_name=model_name.strip() or None,
+                    reranker=bool(reranker),
+                    distill=bool(distill),
                 ).validated()
                 return launch_pipeline(str(task), config)
 
