@@ -3,19 +3,21 @@
 Usage:
     python benchmarks/search_configs.py --dataset ../shared/datasets/scifact --home DIR \
         [--e-doc Article --e-query Claim --description "..."] [--max-documents 400 --queries-per-doc 3] \
-        [--reranker-dir DIR | --export-groups FILE] [--depths 10,20,50] [--latency-queries 100] [--json OUT] \
-        [--max-queries N] [--round-trip-k K] [--no-generate --retriever-name NAME]
+        [--reranker-dir DIR | --export-groups FILE] [--distill] [--depths 10,20,50] [--latency-queries 100] \
+        [--json OUT] [--max-queries N] [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the default until the
 twentieth session) | base hybrid with the default fusion (``DEFAULT_FUSION``, the untrained default; its row names the
 method and weight) | base + fusion tuned from the task's 8 examples only (no LLM) | base + fusion tuned on the examples
 and held-out synthetic queries | trained retriever (default fusion) | trained + tuned fusion (the same evidence) | +
 distillation (``--distilled-dir``: a dual encoder distilled elsewhere, under the same tuned fusion) | + reranker at the
-default depth | the configuration the guard promotes, built, as the pipeline's ``configure`` stage builds it, on
-whichever of the two tuned retrievers scores higher on the evidence. ``--hard-negatives residual`` trains the retriever
-on what BM25 misses, ``--logprob-quantile`` adds the generator log-probability filter, ``--round-trip hybrid`` runs the
-round trip against the hybrid first stage, and ``--max-steps``, ``--learning-rate``, ``--base-weight`` change the
-trained retriever's budget (with ``--no-generate --retriever-name NAME``: another model from the same generation run).
+default depth | with ``--distill``, the pipeline's distillation step (the reranker teaches the kept retriever; the
+student with its own tuned fusion, alone and with the reranker) | the configuration the guard promotes, built, as
+the pipeline's ``configure`` stage builds it, on whichever of the two tuned retrievers scores higher on the
+evidence. ``--hard-negatives residual`` trains the retriever on what BM25 misses, ``--logprob-quantile`` adds the
+generator log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage, and
+``--max-steps``, ``--learning-rate``, ``--base-weight`` change the trained retriever's budget (with ``--no-generate
+--retriever-name NAME``: another model from the same generation run).
 Document expansion (doc2query--) has its own script, ``benchmarks/doc2query.py``: it is not an index version yet. Each
 row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on this
 machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row with
@@ -120,6 +122,11 @@ def main() -> None:
         help="WiSE-FT: the base model's share of the trained retriever's saved weights (default: the pipeline's; 0: the"
         " fine-tuned weights alone)",
     )  # fmt: skip
+    parser.add_argument(
+        "--distill",
+        action="store_true",
+        help="distil the reranker into the configure stage's retriever (the pipeline's --distill) and add its rows",
+    )
     parser.add_argument(
         "--distilled-dir", type=Path, default=None,
         help="a dual encoder distilled elsewhere (issue 12 item 4): registered, indexed and given its own row",
@@ -391,11 +398,37 @@ def main() -> None:
             console.print(f"reranker against {first!r}: {'kept' if own.passed else 'dropped'}: {own.reason}")
             keeps_reranker = own.passed
 
+        # -- distillation, the pipeline's own step (it runs there only when the reranker is kept; here always) -------
+        distilled_row = "+ distillation (student, its tuned fusion, + reranker)"
+        if args.distill and reranker_model is not None:
+            from ferret.core.pipeline.promptagator.distill import distill_candidate
+
+            taught = distill_candidate(
+                stage_context, corpus, run, searcher, teacher=reranker_model, scorer=reranker, retriever=picked,
+                first_stage=tuned, candidate=plans[full][0], candidate_examples=weight.example_ranks, tuning=tuning,
+                guarding=guarding, held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed),
+                name="distilled", seed=args.seed, progress=progress,
+            )  # fmt: skip
+            training = taught.evidence["training"]
+            console.print(
+                f"distillation: {taught.evidence['groups']} groups, {training.get('steps')} steps in "
+                f"{training.get('seconds')} s, margin-MSE {training.get('loss_first')} → {training.get('loss_last')}"
+            )
+            console.print(f"distilled student against {full!r}: {taught.evidence['guard']['reason']}")
+            report["notes"].append(f"distillation: {taught.evidence}")
+            student_first = SearchPlan(
+                taught.plan.collection, taught.plan.model_path, taught.plan.fusion, label="distilled"
+            )
+            plans["distilled student (its tuned fusion, no reranker)"] = (student_first, "hybrid")
+            plans[distilled_row] = (taught.plan, "hybrid")
+            if keeps_reranker and taught.kept:  # as the configure stage: the student replaces the retriever
+                full = distilled_row
+
         # -- the guard: the fullest configuration that passes against the untrained default -----------------------
         guard_rows = list(dict.fromkeys([full if keeps_reranker else first, first, "base + fusion from examples"]))
         out_of_sample = {first: choice.example_ranks, "base + fusion from examples": examples_only.example_ranks}
         if reranker_model is not None:
-            out_of_sample[full] = weight.example_ranks
+            out_of_sample[full] = taught.example_ranks if full == distilled_row else weight.example_ranks
         promoted, decisions = None, {}
         for name in guard_rows:
             verdict = run_config_guard(
