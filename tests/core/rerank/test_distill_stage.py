@@ -35,7 +35,7 @@ def test_a_reranker_teaches_a_new_dual_encoder_version(home: tuple[FerretSetting
     settings, session = home
     CrossEncoder(str(base_model_path()), num_labels=1, device="cpu").save(str(tmp_path / "teacher"))
     teacher = register_reranker(session, "rr", tmp_path / "teacher", training={})
-    config = DistillationConfig(epochs=1, min_steps=2, batch_size=2)
+    config = DistillationConfig(epochs=1, cpu_min_steps=2, batch_size=2)
     student = distill_encoder(session, settings, GROUPS, teacher, "distilled", config, minimum_pairs=1)
     base = find_model_version(session, "base")
     assert student.kind == "dual_encoder" and base is not None and student.parent_id == base.id

@@ -35,7 +35,7 @@ def test_the_student_learns_the_teachers_margins(tmp_path: Path) -> None:
     # The teacher says: the second and fourth "positives" are worse than their negatives (margin −4), the others
     # better (+4). The base encoder prefers every positive, so only learning the margins flips those two.
     teacher = [[2.0, -2.0], [-2.0, 2.0], [2.0, -2.0], [-2.0, 2.0]]
-    config = DistillationConfig(epochs=1, min_steps=30, batch_size=4, learning_rate=1e-4, scale=20.0)
+    config = DistillationConfig(epochs=1, cpu_min_steps=30, batch_size=4, learning_rate=1e-4, scale=20.0)
     before = _margins(base_model_path(), config.scale)
     assert (before > 0).all()
     report = train_margin_mse(GROUPS, teacher, base_model_path(), tmp_path / "student", config, device="cpu",
@@ -52,3 +52,10 @@ def test_distillation_refuses_too_few_groups_and_mismatched_scores(tmp_path: Pat
     with pytest.raises(InvalidInputError, match="do not match the training groups"):
         train_margin_mse(GROUPS, [[0.0]] * 4, base_model_path(), tmp_path / "s", minimum_pairs=1)
     assert not (tmp_path / "s").exists()
+
+
+def test_a_cpu_runs_the_epochs_and_a_gpu_the_minimum_steps() -> None:
+    config = DistillationConfig(epochs=2, batch_size=32)
+    assert config.steps(320, "cpu") == (2, 20)  # 10 steps an epoch, no minimum on a CPU
+    assert config.steps(320, "cuda:0") == (40, 400)  # at least 400 steps on a GPU
+    assert DistillationConfig(epochs=2, batch_size=32, cpu_min_steps=30).steps(320, "cpu") == (3, 30)
