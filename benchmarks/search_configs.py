@@ -52,7 +52,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from promptagator import example_split, pick_examples
-from search_configs_support import LineProgress, precomputed_passage_vectors
+from search_configs_support import LineProgress, precomputed_passage_vectors, print_report
 
 RERANKER = "reranker"
 RETRIEVER = "best"
@@ -141,7 +141,6 @@ def main() -> None:
 
     import torch
     from rich.console import Console
-    from rich.table import Table
 
     from ferret.connectors.beir.connector import BeirConnector
     from ferret.core.corpus.ingest import Ingestor
@@ -482,24 +481,7 @@ def main() -> None:
                 for model, plan, _ in tuned_all
             }
 
-    table = Table(title=f"Search configurations on {args.dataset.name} ({args.split}, {len(query_ids)} queries)")
-    for column in ("configuration", "fusion", "nDCG@10", "R@100", "MRR@10", "p50 ms"):
-        table.add_column(column)
-    for row in rows:
-        table.add_row(
-            row["name"] + (" ← promoted" if row.get("promoted") else ""), row["fusion"]
-            + (f", rerank {row['reranker_depth']}" if row["reranker_depth"] else ""),
-            f"{row['ndcg@10']:.1f}", f"{row['recall@100']:.1f}", f"{row['mrr@10']:.1f}", f"{row['p50_ms']:.0f}",
-        )  # fmt: skip
-    console.print(table)
-    for name, curve in report.get("alpha_curves", {}).items():
-        best = max((key for key in curve if key != "rrf"), key=lambda key: curve[key])
-        console.print(
-            f"α curve of {name!r} on the {args.split} labels (a reference: the labels choose it, nothing promotes it): "
-            f"rrf {curve['rrf']:.1f}, "
-            + ", ".join(f"{key} {value:.1f}" for key, value in curve.items() if key != "rrf")
-            + f"; best α={best} at {curve[best]:.1f}"
-        )
+    print_report(console, f"{args.dataset.name} ({args.split}, {len(query_ids)} queries)", args.split, report)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=2, default=str))

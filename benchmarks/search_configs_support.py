@@ -1,5 +1,5 @@
-"""Helpers of ``search_configs.py``: the pipeline's progress as plain lines, and base-model passage vectors computed
-on another machine."""
+"""Helpers of ``search_configs.py``: the pipeline's progress as plain lines, base-model passage vectors computed on
+another machine, and the report's table and α curves as printed."""
 
 from __future__ import annotations
 
@@ -52,3 +52,27 @@ def precomputed_passage_vectors(texts_path: Path, vectors_path: Path) -> None:
         return np.stack([table[p] for p in passages]).astype(np.float32)
 
     DualEncoder.encode_passages = encode_passages  # type: ignore[method-assign]
+
+
+def print_report(console: Any, title: str, split: str, report: dict[str, Any]) -> None:
+    """The rows as one table (the guard's choice marked), then each tuned retriever's α curve on the labels."""
+    from rich.table import Table
+
+    table = Table(title=f"Search configurations on {title}")
+    for column in ("configuration", "fusion", "nDCG@10", "R@100", "MRR@10", "p50 ms"):
+        table.add_column(column)
+    for row in report["rows"]:
+        table.add_row(
+            row["name"] + (" ← promoted" if row.get("promoted") else ""), row["fusion"]
+            + (f", rerank {row['reranker_depth']}" if row["reranker_depth"] else ""),
+            f"{row['ndcg@10']:.1f}", f"{row['recall@100']:.1f}", f"{row['mrr@10']:.1f}", f"{row['p50_ms']:.0f}",
+        )  # fmt: skip
+    console.print(table)
+    for name, curve in report.get("alpha_curves", {}).items():
+        best = max((key for key in curve if key != "rrf"), key=lambda key: curve[key])
+        console.print(
+            f"α curve of {name!r} on the {split} labels (a reference: the labels choose it, nothing promotes it): "
+            f"rrf {curve['rrf']:.1f}, "
+            + ", ".join(f"{key} {value:.1f}" for key, value in curve.items() if key != "rrf")
+            + f"; best α={best} at {curve[best]:.1f}"
+        )
