@@ -198,11 +198,16 @@ async def test_configuration_switcher_offers_the_stored_search_configurations(po
     from ferret.core.db.corpus import get_corpus
     from ferret.core.db.search_config import create_search_config
     from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.search.configuration import promote_config
     from ferret.core.search.fusion import Fusion
 
     with open_context() as context:
         base = ModelRegistry(context.session, context.settings).ensure_base()
-        create_search_config(context.session, get_corpus(context.session, "kb"), base, Fusion("convex", 1.0).to_json())
+        kb = get_corpus(context.session, "kb")
+        create_search_config(context.session, kb, base, Fusion("convex", 1.0).to_json())
+        # the second one is what search runs now: the chooser says so
+        promote_config(context.session, context.settings, context.backend, kb,
+                       create_search_config(context.session, kb, base, Fusion("convex", 0.9).to_json()))  # fmt: skip
     app = FerretSearchApp(LocalSearchClient(), corpus="kb")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press(*"yeast dough")
@@ -212,7 +217,7 @@ async def test_configuration_switcher_offers_the_stored_search_configurations(po
         assert isinstance(app.screen, ChoiceScreen)
         options = app.screen.query_one(OptionList)
         labels = [str(options.get_option_at_index(i).prompt)[2:] for i in range(options.option_count)]  # after "● "
-        assert labels == ["hybrid", "dense", "sparse", "config base", "config 1"]
+        assert labels == ["hybrid", "dense", "sparse", "config base", "config 1", "config 2 (active)"]
         await pilot.press("down", "down", "down", "down", "enter")
         await settle(pilot)
         assert app.configuration == "config 1"

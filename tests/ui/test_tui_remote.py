@@ -79,11 +79,15 @@ async def test_remote_switcher_offers_stored_configurations_to_an_admin_key(runn
     from ferret.core.db.corpus import get_corpus
     from ferret.core.db.search_config import create_search_config
     from ferret.core.encoder.registry import ModelRegistry
+    from ferret.core.search.configuration import promote_config
     from ferret.core.search.fusion import Fusion
 
     with open_context() as context:
         base = ModelRegistry(context.session, context.settings).ensure_base()
-        create_search_config(context.session, get_corpus(context.session, "kb"), base, Fusion("convex", 1.0).to_json())
+        kb = get_corpus(context.session, "kb")
+        create_search_config(context.session, kb, base, Fusion("convex", 1.0).to_json())
+        promote_config(context.session, context.settings, context.backend, kb,
+                       create_search_config(context.session, kb, base, Fusion("convex", 0.9).to_json()))  # fmt: skip
 
     # A search key: the modes only, and the status line says why.
     app = FerretSearchApp(RemoteSearchClient(running_api.url, api_key=running_api.search_key), corpus="kb")
@@ -103,7 +107,7 @@ async def test_remote_switcher_offers_stored_configurations_to_an_admin_key(runn
         await pilot.press("ctrl+g")
         await settle(pilot)
         assert isinstance(app.screen, ChoiceScreen)
-        assert choices(app) == ["hybrid", "dense", "sparse", "config base", "config 1"]
+        assert choices(app) == ["hybrid", "dense", "sparse", "config base", "config 1", "config 2 (active)"]
         await pilot.press("down", "down", "down", "down", "enter")
         await settle(pilot)
         assert app.configuration == "config 1"

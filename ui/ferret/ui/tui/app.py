@@ -292,7 +292,8 @@ class FerretSearchApp(App[None]):
             return
         if self.client.notice:
             self.call_from_thread(self.show_status, self.client.notice)
-        screen = ChoiceScreen("Configuration", names, self.configuration)
+        active = self.client.active
+        screen = ChoiceScreen("Configuration", names, self.configuration, {active: "active"} if active else None)
         self.call_from_thread(self.push_screen, screen, self._configuration_chosen)
 
     def _configuration_chosen(self, configuration: str | None) -> None:

@@ -53,7 +53,8 @@ class HelpScreen(ModalScreen[None]):
 
 
 class ChoiceScreen(ModalScreen[str | None]):
-    """Pick one of a few values (corpora, configurations); Enter picks, Esc keeps the current one."""
+    """Pick one of a few values (corpora, configurations); Enter picks, Esc keeps the current one. ``notes`` adds a
+    word after a value (the configuration that search runs now: ``config 3 (active)``)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     DEFAULT_CSS = """
@@ -62,16 +63,24 @@ class ChoiceScreen(ModalScreen[str | None]):
     ChoiceScreen OptionList { height: auto; max-height: 16; border: none; }
     """
 
-    def __init__(self, title: str, choices: list[str], current: str | None) -> None:
+    def __init__(
+        self, title: str, choices: list[str], current: str | None, notes: dict[str, str] | None = None
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.choices = choices
         self.current = current
+        self.notes = notes or {}
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(Text(self.title_text, style="bold"), id="choice-title")
-            options = [Option(("● " if c == self.current else "  ") + c, id=c) for c in self.choices]
+            options = [
+                Option(
+                    ("● " if c == self.current else "  ") + c + (f" ({self.notes[c]})" if c in self.notes else ""), id=c
+                )
+                for c in self.choices
+            ]
             yield OptionList(*options, id="choices")
 
     def on_mount(self) -> None:

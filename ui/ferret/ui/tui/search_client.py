@@ -78,6 +78,9 @@ class SearchClient(Protocol):
     """A short description of where searches go, shown in the status line."""
     notice: str
     """Why the last ``configurations`` answer offered less than there is (empty when it did not)."""
+    active: str
+    """The stored configuration that the corpus's search runs now (``config 3``), as the last ``configurations``
+    answer said; empty when none is active (the untrained default serves)."""
 
     def corpora(self) -> list[str]: ...
 
@@ -153,6 +156,7 @@ class LocalSearchClient:
             seen = f"public + {', '.join(groups)}" if groups else "public only"
         self.target = f"local store ({seen})"
         self.notice = ""
+        self.active = ""
 
     def corpora(self) -> list[str]:
 
@@ -167,6 +171,7 @@ class LocalSearchClient:
         with self._lock:
             self._context.session.rollback()
             stored = list_search_configs(self._context.session, get_corpus(self._context.session, corpus))
+        self.active = next((f"{STORED_PREFIX}{c.version}" for c in stored if c.active), "")
         return [*CONFIGURATIONS, f"{STORED_PREFIX}base", *(f"{STORED_PREFIX}{c.version}" for c in stored)]
 
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
@@ -235,6 +240,7 @@ class RemoteSearchClient:
         self.key_variable = key_variable
         self.notice = ""
         """Why the last answer offered less than asked (a key without the admin scope), shown in the status line."""
+        self.active = ""
         self._http = httpx.Client(
             base_url=self.base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=timeout_s
         )
@@ -281,13 +287,14 @@ class RemoteSearchClient:
         """The modes, then the corpus's stored search configurations (``GET .../search-configs``, admin scope)."""
         if corpus is None:
             return list(CONFIGURATIONS)
-        self.notice = ""
+        self.notice, self.active = "", ""
         try:
             answer = self._request("GET", f"/v1/corpora/{quote(corpus, safe='')}/search-configs", expect=("configs",))
         except ForbiddenError:
             self.notice = "Stored search configurations are listed for admin keys only; the modes are offered."
             return list(CONFIGURATIONS)
         stored = [f"{STORED_PREFIX}{config['version']}" for config in answer["configs"]]
+        self.active = next((f"{STORED_PREFIX}{c['version']}" for c in answer["configs"] if c.get("active")), "")
         return [*CONFIGURATIONS, f"{STORED_PREFIX}base", *stored]
 
     def search(self, corpus: str, query: str, *, configuration: str, k: int = RESULTS) -> list[Hit]:
