@@ -7,7 +7,8 @@ margins over negatives mined from the first stage (``ferret.core.rerank.stage.di
 query of the training documents: the kept ones and those the round trip dropped, since the teacher's margin, not the
 filter's yes or no, is the label (GPL, Wang et al. 2022 §3). It gets an index version of its own (not promoted), its
 own fusion weight from the tuning evidence and its own reranker weight, and the guard compares that configuration
-with the one it would replace. A redelivered stage finds the student and its index by name and reuses them.
+with the one it would replace. A redelivered stage finds the student and its index by name and reuses them, without
+mining or scoring again.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, GenerationRun, ModelVersion, QueryStatus, SyntheticQuery
 from ferret.core.db.synthetic import run_queries
 from ferret.core.index.versioned_collection import VersionedCollection
@@ -88,15 +90,19 @@ def distill_candidate(
     Too few clean pairs raise ``InvalidInputError`` with the count, before anything is trained. ``progress`` gets
     the distillation's own fraction done."""
     session, settings = context.session, context.settings
-    progress("distillation: mining negatives", 0.0)
-    pairs = clean_pairs(run_queries(session, run), held_out)
-    groups = mine_groups(session, searcher, corpus, pairs, first_stage, RerankerTrainingConfig(seed=seed))
-    extra = {} if minimum_pairs is None else {"minimum_pairs": minimum_pairs}
-    student = distill_encoder(
-        session, settings, groups, teacher, name, distillation or DistillationConfig(seed=seed),
-        student=retriever, progress=lambda done: progress("distillation: training the retriever", 0.6 * done), **extra,
-    )  # fmt: skip
-    session.commit()
+    student = find_model_version(session, name)  # a redelivery: trained already, nothing to mine again
+    if student is None:
+        progress("distillation: mining negatives", 0.0)
+        pairs = clean_pairs(run_queries(session, run), held_out)
+        groups = mine_groups(session, searcher, corpus, pairs, first_stage, RerankerTrainingConfig(seed=seed))
+        extra = {} if minimum_pairs is None else {"minimum_pairs": minimum_pairs}
+        student = distill_encoder(
+            session, settings, groups, teacher, name, distillation or DistillationConfig(seed=seed),
+            student=retriever, progress=lambda done: progress("distillation: training the retriever", 0.6 * done),
+            **extra,
+        )  # fmt: skip
+        session.commit()
+    training = {k: v for k, v in (student.training_config or {}).items() if k != "loss_by_tenth"}
     versions = VersionedCollection(session, settings, context.backend, corpus)
     index = versions.publish(
         student, reuse=versions.live_version(student), promote=False,
@@ -115,8 +121,8 @@ def distill_candidate(
     evidence = {
         "student": student.name,
         "teacher": teacher.name,
-        "groups": len(groups),
-        "training": {k: v for k, v in (student.training_config or {}).items() if k != "loss_by_tenth"},
+        "groups": training.get("groups"),
+        "training": training,
         "fusion": fusion.as_dict(),
         "reranker_weight": weight.as_dict(),
         "guard": verdict.as_dict(),
