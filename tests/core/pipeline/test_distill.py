@@ -31,8 +31,8 @@ from ferret.core.synth.task_spec import ExampleSpec, TaskSpec, create_task
 from ferret.core.training.distillation import DistillationConfig
 from ferret.core.training.guard import LabelledQuery
 
-# (document, sample, query, status, reason): two usable queries per document, one the round trip dropped (it still
-# teaches: the teacher's margin is its label) and one copy of an example (it does not).
+# (document, sample, query, status, reason): usable queries, one the round trip dropped (it still teaches: the
+# teacher's margin is its label), a copy of an example and a run-on (they do not), and a held-out document's.
 QUERIES = [
     ("d1", 0, "capital city on the seine", QueryStatus.OK, None),
     ("d1", 1, "largest french city", QueryStatus.DROPPED, "round-trip: not in top 3"),
@@ -77,10 +77,11 @@ def test_a_kept_reranker_teaches_a_student_that_the_guard_judges(
     held_out = lambda document_id: document_id == ids[HELD_OUT]  # noqa: E731
 
     queries = list(session.scalars(select(SyntheticQuery).where(SyntheticQuery.run_id == run.id)))
-    assert sorted(clean_pairs(queries, held_out)) == sorted(
-        (text, ids[d]) for d, _, text, status, reason in QUERIES
-        if d != HELD_OUT and (status == QueryStatus.OK or (reason or "").startswith("round-trip"))
-    )  # fmt: skip
+    assert sorted(clean_pairs(queries, held_out)) == sorted([
+        ("capital city on the seine", ids["d1"]), ("largest french city", ids["d1"]),
+        ("biggest planet with a red spot", ids["d3"]), ("how espresso is brewed", ids["d4"]),
+        ("why volcanoes erupt", ids["d5"]), ("why dough rises", ids["d9"]),
+    ])  # fmt: skip
 
     CrossEncoder(str(base_model_path()), num_labels=1, device="cpu").save(str(tmp_path / "teacher"))
     teacher = register_reranker(session, "facts-reranker", tmp_path / "teacher", training={})

@@ -49,6 +49,8 @@ ROUND_TRIP_MIN_K = 10
 kept 21 of 719 and lost (benchmarks/RESULTS.md, issue 3)."""
 ROUND_TRIP_MAX_K = 100
 """The deepest derived depth, and the depth the round-trip retrievers rank to."""
+ROUND_TRIP_REASON = "round-trip"
+"""How the reason of a query the round trip dropped begins (``RoundTrip.reason``); what follows is its rank."""
 ROUND_TRIP_EXAMPLE_SHARE = 0.75
 """The derived K is the smallest depth at which this share of the task's examples find their own document."""
 
@@ -119,7 +121,8 @@ class RoundTrip:
 
     @property
     def reason(self) -> str:
-        return f"round-trip: rank {self.rank}" if self.rank is not None else f"round-trip: not in top {self.depth}"
+        where = f"rank {self.rank}" if self.rank is not None else f"not in top {self.depth}"
+        return f"{ROUND_TRIP_REASON}: {where}"
 
 
 def round_trip_filter(

@@ -144,7 +144,7 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
             evidence["reranker"] = {"refused": str(error)}
         if config.distill and (reranker is None or scorer is None):
             evidence["distillation"] = {"skipped": "no reranker was kept, so none can teach the retriever"}
-        elif config.distill and reranker is not None and scorer is not None:
+        elif config.distill and reranker is not None and scorer is not None:  # (the second half narrows the types)
             try:
                 distilled = distill_candidate(
                     context, corpus, run, searcher, teacher=reranker, scorer=scorer, retriever=model,

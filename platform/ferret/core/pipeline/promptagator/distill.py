@@ -29,11 +29,9 @@ from ferret.core.rerank.training import RerankerTrainingConfig
 from ferret.core.search.configuration import DEFAULT_RERANK_DEPTH, SearchPlan
 from ferret.core.search.searcher import Searcher
 from ferret.core.search.tuning import Evidence, choose_fusion, choose_rerank_weight
+from ferret.core.synth.filters import ROUND_TRIP_REASON
 from ferret.core.training.config_guard import run_config_guard
 from ferret.core.training.distillation import DistillationConfig
-
-ROUND_TRIP_REASON = "round-trip"
-"""The filter reason of a query whose own document the round trip did not find (``ferret.core.synth.filters``)."""
 
 
 @dataclass(frozen=True)
