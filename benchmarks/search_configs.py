@@ -3,7 +3,7 @@
 Usage:
     python benchmarks/search_configs.py --dataset ../shared/datasets/scifact --home DIR \
         [--e-doc Article --e-query Claim --description "..."] [--max-documents 400 --queries-per-doc 3] \
-        [--reranker-dir DIR | --export-groups FILE] [--distill] [--depths 10,20,50] [--latency-queries 100] \
+        [--reranker-dir DIR | --export-groups FILE] [--distill] [--expand] [--depths 10,20,50] [--latency-queries 100] \
         [--json OUT] [--max-queries N] [--round-trip-k K] [--no-generate --retriever-name NAME]
 
 Rows, one change at a time: BM25 (Ferret's sparse vectors) | base dense | base hybrid RRF (the default until the
@@ -18,10 +18,12 @@ evidence. ``--hard-negatives residual`` trains the retriever on what BM25 misses
 generator log-probability filter, ``--round-trip hybrid`` runs the round trip against the hybrid first stage, and
 ``--max-steps``, ``--learning-rate``, ``--base-weight`` change the trained retriever's budget (with ``--no-generate
 --retriever-name NAME``: another model from the same generation run).
-Document expansion (doc2query--) has its own script, ``benchmarks/doc2query.py``: it is not an index version yet. Each
-row: nDCG@10, Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on this
-machine). Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row with
-``name`` and ``ndcg@10`` and ``"promoted": true`` on the guard's choice.
+With ``--expand``, the pipeline's expansion step (doc2query--: each training document's kept queries appended to
+its BM25 vectors in a new index version of the configure stage's retriever) adds two rows, BM25 alone and hybrid
+with its own tuned fusion; ``benchmarks/doc2query.py`` compares the filters' effect on expansion. Each row: nDCG@10,
+Recall@100, MRR@10 on the test split and p50 latency per query (single queries, sequential, on this machine).
+Reranker rows at other depths follow, for the depth/latency trade-off. ``--json`` writes every row with ``name`` and
+``ndcg@10`` and ``"promoted": true`` on the guard's choice.
 
 After the table, each tuned retriever's **α curve on the test labels**: nDCG@10 under RRF and at every α of the
 tuning grid. It is a reference, not a configuration (the test labels choose it, so nothing may promote it): it says
@@ -35,7 +37,6 @@ another machine from ``--export-groups`` (then ``--reranker-dir`` registers the 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -52,91 +53,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from promptagator import example_split, pick_examples
-from search_configs_support import LineProgress, precomputed_passage_vectors, print_report
+from search_configs_support import LineProgress, parse_args, precomputed_passage_vectors, print_report
 
 RERANKER = "reranker"
-RETRIEVER = "best"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--train-split", default="train")
-    parser.add_argument("--examples", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--e-doc", default="Document")
-    parser.add_argument("--e-query", default="Query")
-    parser.add_argument("--description", default="")
-    parser.add_argument("--max-documents", type=int, default=400)
-    parser.add_argument("--queries-per-doc", type=int, default=3)
-    parser.add_argument(
-        "--round-trip-k", type=int, default=None, help="round-trip depth (default: from the task's examples, 10-100)"
-    )
-    parser.add_argument("--home", type=Path, default=None)
-    parser.add_argument("--reranker-dir", type=Path, default=None)
-    parser.add_argument("--export-groups", type=Path, default=None)
-    parser.add_argument("--depths", default="10,20,50")
-    parser.add_argument("--latency-queries", type=int, default=100)
-    parser.add_argument(
-        "--max-queries", type=int, default=None,
-        help="score a seeded sample of this many test queries (a large split, e.g. SQuAD's 5,688, with the reranker"
-        " rows on 2 cores); default: all",
-    )  # fmt: skip
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument(
-        "--vectors", nargs=2, type=Path, default=None, metavar=("TEXTS_JSON_GZ", "VECTORS_NPY"),
-        help="base-model passage vectors computed elsewhere (e.g. a GPU), used by the base index build",
-    )  # fmt: skip
-    parser.add_argument("--no-reranker", action="store_true", help="leave the reranker rows out")
-    parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
-    parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
-    parser.add_argument(
-        "--retriever-name",
-        default=RETRIEVER,
-        help="the trained retriever's model version (another name: trained again"
-        " on the same generation run, e.g. with another --round-trip-k)",
-    )
-    parser.add_argument(
-        "--hard-negatives", choices=("none", "bm25", "residual"), default="none",
-        help="the trained retriever's negatives: residual trains on what BM25 misses (CLEAR)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--logprob-quantile", type=float, default=None,
-        help="also drop queries below this quantile of the run's generator log-probabilities",
-    )  # fmt: skip
-    parser.add_argument(
-        "--round-trip", choices=("base", "hybrid"), default="base",
-        help="the round trip's first stage: the base index (dense) or the hybrid search over it",
-    )  # fmt: skip
-    parser.add_argument(
-        "--max-steps", type=int, default=None,
-        help="the trained retriever's steps (default: about one epoch of the kept pairs, at least 20)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--learning-rate", type=float, default=None,
-        help="the trained retriever's learning rate (default: the pipeline's)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--base-weight", type=float, default=None,
-        help="WiSE-FT: the base model's share of the trained retriever's saved weights (default: the pipeline's; 0: the"
-        " fine-tuned weights alone)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--distill",
-        action="store_true",
-        help="distil the reranker into the configure stage's retriever (the pipeline's --distill) and add its rows",
-    )
-    parser.add_argument(
-        "--distilled-dir", type=Path, default=None,
-        help="a dual encoder distilled elsewhere (issue 12 item 4): registered, indexed and given its own row",
-    )  # fmt: skip
-    parser.add_argument(
-        "--no-alpha-curve", action="store_true",
-        help="leave out the reference nDCG@10 of every fusion weight on the test labels",
-    )  # fmt: skip
-    parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parse_args(__doc__)
     os.environ["FERRET_HOME"] = str(args.home or Path(tempfile.mkdtemp(prefix="ferret-configs-")))
 
     import torch
@@ -340,6 +263,27 @@ def main() -> None:
                 "hybrid",
             )
 
+        expanded_row, expansion_kept = "+ expansion (kept queries in BM25, its tuned fusion)", False
+        if args.expand:  # the pipeline's own step, on the configure stage's retriever and its tuned fusion
+            from ferret.core.pipeline.promptagator.expand import expand_candidate
+
+            expanded = expand_candidate(
+                stage_context, corpus, run, searcher, retriever=picked, candidate=tuned,
+                candidate_examples=choice.example_ranks, tuning=tuning, guarding=guarding,
+                held_out=lambda d: is_held_out(d, pipeline.held_out_fraction, pipeline.seed), key="benchmark",
+                progress=progress,
+            )  # fmt: skip
+            found = expanded.evidence
+            console.print(
+                f"expansion: {found['queries']} queries of {found['documents']} documents "
+                f"(index v{found['index_version']}); {expanded.plan.fusion.describe()}; "
+                f"against {first!r}: {found['guard']['reason']}"
+            )
+            report["notes"].append(f"expansion: {found}")
+            plans["bm25 + expansion"] = (expanded.plan, "sparse")
+            plans[expanded_row] = (expanded.plan, "hybrid")
+            expansion_kept = expanded.kept
+
         reranker_model = None if args.no_reranker else find_model_version(ctx.session, RERANKER)
         if reranker_model is None and not args.no_reranker:
             config = RerankerTrainingConfig(seed=args.seed)
@@ -424,8 +368,14 @@ def main() -> None:
                 full = distilled_row
 
         # -- the guard: the fullest configuration that passes against the untrained default -----------------------
-        guard_rows = list(dict.fromkeys([full if keeps_reranker else first, first, "base + fusion from examples"]))
+        # (a kept expansion is tried after the reranker, which the benchmark trains on the plain first stage)
+        expansion = [expanded_row] if expansion_kept else []
+        guard_rows = list(
+            dict.fromkeys([full if keeps_reranker else first, *expansion, first, "base + fusion from examples"])
+        )
         out_of_sample = {first: choice.example_ranks, "base + fusion from examples": examples_only.example_ranks}
+        if expansion_kept:
+            out_of_sample[expanded_row] = expanded.example_ranks
         if reranker_model is not None:
             out_of_sample[full] = taught.example_ranks if full == distilled_row else weight.example_ranks
         promoted, decisions = None, {}

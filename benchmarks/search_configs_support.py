@@ -3,11 +3,15 @@ another machine, and the report's table and α curves as printed."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+RETRIEVER = "best"
+"""The trained retriever's model version unless ``--retriever-name`` names another."""
 
 
 class LineProgress:
@@ -76,3 +80,91 @@ def print_report(console: Any, title: str, split: str, report: dict[str, Any]) -
             + ", ".join(f"{key} {value:.1f}" for key, value in curve.items() if key != "rrf")
             + f"; best α={best} at {curve[best]:.1f}"
         )
+
+
+def parse_args(doc: str | None) -> argparse.Namespace:
+    """``search_configs.py``'s command line (its module docstring says what each row and option is)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", type=Path, required=True)
+    parser.add_argument("--split", default="test")
+    parser.add_argument("--train-split", default="train")
+    parser.add_argument("--examples", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--e-doc", default="Document")
+    parser.add_argument("--e-query", default="Query")
+    parser.add_argument("--description", default="")
+    parser.add_argument("--max-documents", type=int, default=400)
+    parser.add_argument("--queries-per-doc", type=int, default=3)
+    parser.add_argument(
+        "--round-trip-k", type=int, default=None, help="round-trip depth (default: from the task's examples, 10-100)"
+    )
+    parser.add_argument("--home", type=Path, default=None)
+    parser.add_argument("--reranker-dir", type=Path, default=None)
+    parser.add_argument("--export-groups", type=Path, default=None)
+    parser.add_argument("--depths", default="10,20,50")
+    parser.add_argument("--latency-queries", type=int, default=100)
+    parser.add_argument(
+        "--max-queries", type=int, default=None,
+        help="score a seeded sample of this many test queries (a large split, e.g. SQuAD's 5,688, with the reranker"
+        " rows on 2 cores); default: all",
+    )  # fmt: skip
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument(
+        "--vectors", nargs=2, type=Path, default=None, metavar=("TEXTS_JSON_GZ", "VECTORS_NPY"),
+        help="base-model passage vectors computed elsewhere (e.g. a GPU), used by the base index build",
+    )  # fmt: skip
+    parser.add_argument("--no-reranker", action="store_true", help="leave the reranker rows out")
+    parser.add_argument("--no-generate", action="store_true", help="use the task's latest generation run as it is")
+    parser.add_argument("--train-retriever", action="store_true", help="also fine-tune and index the dual encoder")
+    parser.add_argument(
+        "--retriever-name",
+        default=RETRIEVER,
+        help="the trained retriever's model version (another name: trained again"
+        " on the same generation run, e.g. with another --round-trip-k)",
+    )
+    parser.add_argument(
+        "--hard-negatives", choices=("none", "bm25", "residual"), default="none",
+        help="the trained retriever's negatives: residual trains on what BM25 misses (CLEAR)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--logprob-quantile", type=float, default=None,
+        help="also drop queries below this quantile of the run's generator log-probabilities",
+    )  # fmt: skip
+    parser.add_argument(
+        "--round-trip", choices=("base", "hybrid"), default="base",
+        help="the round trip's first stage: the base index (dense) or the hybrid search over it",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-steps", type=int, default=None,
+        help="the trained retriever's steps (default: about one epoch of the kept pairs, at least 20)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--learning-rate", type=float, default=None,
+        help="the trained retriever's learning rate (default: the pipeline's)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--base-weight", type=float, default=None,
+        help="WiSE-FT: the base model's share of the trained retriever's saved weights (default: the pipeline's; 0: the"
+        " fine-tuned weights alone)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--distill",
+        action="store_true",
+        help="distil the reranker into the configure stage's retriever (the pipeline's --distill) and add its rows",
+    )
+    parser.add_argument(
+        "--expand",
+        action="store_true",
+        help="build the pipeline's expansion step (doc2query--: kept queries in BM25, a new index version) and add "
+        "its rows",
+    )
+    parser.add_argument(
+        "--distilled-dir", type=Path, default=None,
+        help="a dual encoder distilled elsewhere (issue 12 item 4): registered, indexed and given its own row",
+    )  # fmt: skip
+    parser.add_argument(
+        "--no-alpha-curve", action="store_true",
+        help="leave out the reference nDCG@10 of every fusion weight on the test labels",
+    )  # fmt: skip
+    parser.add_argument("--json", type=Path, default=None)
+    return parser.parse_args()

@@ -184,6 +184,9 @@ class PipelineConfigIn(ApiRequest):
     configure: bool = True
     reranker: bool = False
     distill: bool = Field(default=False, description="With reranker: distil a kept reranker into the retriever.")
+    expand: bool = Field(
+        default=False, description="Append the kept queries to their documents' BM25 vectors in a new index version."
+    )
 
 
 class JobIn(ApiRequest):
@@ -298,6 +301,8 @@ class SearchConfigOut(BaseModel):
     reranker: str | None
     rerank_depth: int
     rerank_weight: float
+    index_version: int | None = Field(description="The expanded index version it searches; null: its retriever's.")
+    expansion: dict[str, Any] | None = Field(description="What that version appended to its BM25 vectors.")
     guard: dict[str, Any] | None
     note: str
     created_at: str | None

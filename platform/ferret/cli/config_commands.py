@@ -19,6 +19,7 @@ from ferret.core.search.configuration import (
     create_config,
     describe,
     promote_config,
+    retriever_label,
     rollback_config,
 )
 from ferret.core.search.fusion import DEFAULT_FUSION, FUSION_METHODS, NORMALISATIONS, Fusion
@@ -62,7 +63,7 @@ def list_configs(
         guard = row["guard"] if isinstance(row["guard"], dict) else {}
         reranker = f"{row['reranker']} @{row['rerank_depth']} w={row['rerank_weight']:.2f}" if row["reranker"] else "-"
         table.add_row(
-            str(row["version"]), str(row["retriever"]), str(row["fusion"]), reranker,
+            str(row["version"]), retriever_label(row), str(row["fusion"]), reranker,
             ("passed" if guard.get("passed") else "refused") if guard else "-",
             "[bold green]active[/]" if row["active"] else "ready",
             str(row["activated_at"]),

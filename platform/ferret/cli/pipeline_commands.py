@@ -82,6 +82,14 @@ def run(
             "student if the guard prefers it.",
         ),
     ] = _DEFAULTS.distill,
+    expand: Annotated[
+        bool,
+        typer.Option(
+            "--expand",
+            help="Append each training document's kept queries to its BM25 vectors in a new index version "
+            "(doc2query--); kept only if the guard prefers it. Costs a second index build.",
+        ),
+    ] = _DEFAULTS.expand,
     detach: Annotated[bool, typer.Option("--async", help=ASYNC_HELP)] = False,
 ) -> None:
     """Generate synthetic queries, filter them, fine-tune, check with the guard, index and promote (a job)."""
@@ -102,6 +110,7 @@ def run(
         init=init,
         reranker=reranker,
         distill=distill,
+        expand=expand,
     ).validated()  # one clear sentence for a bad value, before any work
     with app_context() as ctx:
         job = run_command_job(ctx, "pipeline", detach=detach, task=get_task(ctx.session, task), config=config)
@@ -157,6 +166,13 @@ def print_search_config(outcome: dict[str, Any] | None) -> None:
     if compared := outcome.get("retrievers"):
         scores = ", ".join(f"{name} {c['objective']:.3f}" for name, c in compared.items() if c["objective"] is not None)
         console.print(f"  retrievers compared on the tuning evidence (objective, examples out of sample): {scores}")
+    if expanded := outcome.get("expansion"):
+        if (own := expanded.get("guard")) is not None:
+            kept = "kept" if expanded.get("kept") else "dropped"
+            what = f"{expanded.get('queries')} queries of {expanded.get('documents')} documents"
+            console.print(f"  expansion ({what}, index v{expanded.get('index_version')}): {kept}: {own.get('reason')}")
+        else:
+            console.print(f"  expansion: {expanded.get('refused')}")
     if reranker := outcome.get("reranker"):
         console.print(f"  reranker: {reranker.get('refused') or reranker.get('reason')}")
         if (own := reranker.get("guard")) is not None:

@@ -56,7 +56,7 @@ def test_one_head_and_it_is_what_upgrade_reaches() -> None:
     # Two heads mean two migrations written against the same parent: merge or re-parent one of them.
     scripts = ScriptDirectory.from_config(migrate.alembic_config("sqlite://"))
     assert len(scripts.get_heads()) == 1
-    assert migrate.head_revision() == "0020"
+    assert migrate.head_revision() == "0021"
 
 
 def test_sqlite_folder_is_created_and_absent_file_has_no_revision(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy.orm import Session
 
-from ferret.core.db.index_version import active_index_version
+from ferret.core.db.index_version import active_index_version, list_index_versions
 from ferret.core.db.models import Corpus, IndexState
+from ferret.core.db.search_config import active_search_config
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.pipeline.promptagator.in_process import PipelineConfig, run_pipeline
 from ferret.core.search.searcher import Searcher
@@ -56,8 +57,11 @@ def test_guard_decides_and_force_promotes(
     assert refused.index_version is None and not refused.promoted
     assert active_index_version(session, corpus) is None
 
-    # the reranker (and so its distillation) asks for more kept pairs than this run has: both say why, nothing else
-    forced_config = PipelineConfig(**{**config.to_json(), "promote": "force", "reranker": True, "distill": True})
+    # the reranker (and so its distillation) asks for more kept pairs than this run has: both say why, nothing else;
+    # the expansion is built, and the guard cannot tell it from the plain index on this little evidence
+    forced_config = PipelineConfig(
+        **{**config.to_json(), "promote": "force", "reranker": True, "distill": True, "expand": True}
+    )
     forced = run_pipeline(session, settings, backend, task, llm, forced_config)
 
     assert forced.run.id == refused.run.id  # generation was done: the run is reused, nothing regenerated
@@ -67,6 +71,14 @@ def test_guard_decides_and_force_promotes(
     refused_reranker = forced.search_config["reranker"]["refused"]
     assert re.fullmatch(r"Only \d+ kept synthetic pairs; a reranker needs at least 200 \(.+\)\.", refused_reranker)
     assert forced.search_config["distillation"] == {"skipped": "no reranker was kept, so none can teach the retriever"}
+    expansion = forced.search_config["expansion"]
+    assert expansion["kept"] is False and expansion["queries"] > 0
+    assert "held-out queries" in expansion["guard"]["reason"]
+    expanded = next(v for v in list_index_versions(session, corpus) if v.version == expansion["index_version"])
+    assert expanded.expansion is not None and expanded.expansion["run"] == forced.run.id
+    assert expanded.state == IndexState.READY  # built, not promoted: the configuration searches the plain index
+    stored = active_search_config(session, corpus)
+    assert stored is not None and stored.index_version_id is None
     assert forced.index_version.state == IndexState.ACTIVE
     assert backend.resolve_alias("facts") == forced.index_version.collection
     hits = Searcher.over(session, settings, backend).search("facts", "which planet has a great red spot", k=1)

@@ -60,5 +60,12 @@ def live_index_versions(session: Session, corpus: Corpus) -> list[IndexVersion]:
     )
 
 
+def plain_index_versions(session: Session, corpus: Corpus, model: ModelVersion) -> list[IndexVersion]:
+    """The live versions ``model`` built of the corpus without document expansion, oldest first: the index a
+    configuration naming only the model searches. An expanded version is found only by the configuration naming it
+    (``SearchConfig.index_version``)."""
+    return [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id and v.expansion is None]
+
+
 def find_index_version_by_collection(session: Session, collection: str) -> IndexVersion | None:
     return session.scalar(select(IndexVersion).where(IndexVersion.collection == collection))

@@ -226,6 +226,9 @@ class IndexVersion(Base):
     passage_count: Mapped[int] = mapped_column(Integer, default=0)
     point_count: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, default=None)
+    expansion: Mapped[dict[str, Any] | None] = mapped_column(default=None)
+    """Document expansion (issue 12, item 6): what was appended to the passages' BM25 vectors (the run, its key,
+    how many documents and queries); None for a plain build, the only kind a model's own search finds."""
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ready_at: Mapped[datetime | None] = mapped_column(default=None)
     activated_at: Mapped[datetime | None] = mapped_column(default=None)
@@ -253,6 +256,8 @@ class SearchConfig(Base):
     reranker_name: Mapped[str | None] = mapped_column(String(128), default=None)
     rerank_depth: Mapped[int] = mapped_column(Integer, default=0)
     rerank_weight: Mapped[float] = mapped_column(Double, default=0.5)
+    index_version_id: Mapped[int | None] = mapped_column(ForeignKey("index_versions.id"), default=None)
+    """The index it searches when that is not its retriever's plain index (an expanded one); None: the plain one."""
     active: Mapped[bool] = mapped_column(Boolean, default=False)
     evidence: Mapped[dict[str, Any]] = mapped_column(default=dict)
     """How the fusion weight was chosen and the guard's figures and decision."""
@@ -262,6 +267,7 @@ class SearchConfig(Base):
 
     retriever: Mapped[ModelVersion | None] = relationship(foreign_keys=[retriever_id])
     reranker: Mapped[ModelVersion | None] = relationship(foreign_keys=[reranker_id])
+    index_version: Mapped[IndexVersion | None] = relationship()
 
 
 class Activation(Base):

@@ -7,7 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from ferret.core.db.models import Corpus, ModelVersion, SearchConfig, utcnow
+from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig, utcnow
 from ferret.core.errors import NotFoundError
 
 
@@ -22,6 +22,7 @@ def create_search_config(
     rerank_weight: float = 0.5,
     evidence: dict[str, Any] | None = None,
     note: str = "",
+    index_version: IndexVersion | None = None,
 ) -> SearchConfig:
     number = (
         session.scalar(select(func.max(SearchConfig.version)).where(SearchConfig.corpus_id == corpus.id)) or 0
@@ -36,6 +37,7 @@ def create_search_config(
         reranker_name=reranker.name if reranker is not None else None,
         rerank_depth=rerank_depth if reranker is not None else 0,
         rerank_weight=rerank_weight,
+        index_version_id=index_version.id if index_version is not None else None,
         active=False,
         evidence=dict(evidence or {}),
         note=note,

@@ -19,7 +19,7 @@ from pathlib import Path
 from sqlalchemy.orm import Session
 
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.index_version import live_index_versions
+from ferret.core.db.index_version import plain_index_versions
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import ConflictError
 from ferret.core.eval.beir import load_qrels, load_queries
@@ -74,7 +74,7 @@ def per_query_ndcg(
     searcher = Searcher.over(session, settings, backend)
     for name in models:
         model = registry.get(name)
-        index_version = next((v for v in live_index_versions(session, corpus) if v.model_version_id == model.id), None)
+        index_version = next(iter(plain_index_versions(session, corpus, model)), None)
         if index_version is None:
             raise ConflictError(f"Corpus {corpus_name!r} has no index built with model {name!r}; evaluate it first.")
         results = searcher.search_many(corpus_name, texts, k=10, mode=mode, index_version=index_version)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -23,6 +24,18 @@ def sparse_encoder_for(session: Session, corpus: Corpus) -> SparseEncoder:
     return SparseEncoder.for_wordpiece_length(float(mean or 256.0))
 
 
+@dataclass(frozen=True)
+class Expansion:
+    """Document expansion for one index build (doc2query--, issue 12 item 6): texts appended to the BM25 text of
+    every passage of a document, and where they came from (``source``, stored on the version with the counts)."""
+
+    texts: Mapping[int, Sequence[str]]
+    source: Mapping[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {**self.source, "documents": len(self.texts), "queries": sum(len(t) for t in self.texts.values())}
+
+
 class PointBuilder:
     def __init__(
         self,
@@ -30,15 +43,20 @@ class PointBuilder:
         sparse: SparseEncoder,
         *,
         batch_size: int = 64,
+        expansion: Mapping[int, Sequence[str]] | None = None,
     ) -> None:
         self.encoder = encoder
         self.sparse = sparse
         self.batch_size = batch_size
+        self.expansion = expansion or {}
+        """Document id → texts appended to each of its passages' BM25 text (doc2query--: the kept synthetic
+        queries); the dense vector and the payload's text stay the passage's own."""
 
     def build(self, rows: Sequence[tuple[Passage, Document]]) -> list[IndexPoint]:
         texts = [passage_text(document.title, passage.text) for passage, document in rows]
         dense = self.encoder.encode_passages(texts, batch_size=self.batch_size)  # prefetched ones from its memo
-        sparse = self.sparse.embed_documents(texts)
+        expanded = [" ".join([text, *self.expansion.get(d.id, ())]) for text, (_, d) in zip(texts, rows, strict=True)]
+        sparse = self.sparse.embed_documents(expanded)
         return [
             IndexPoint(
                 id=point_id(passage.corpus_id, passage.id),

@@ -35,18 +35,18 @@ from ferret.core.db.document import (
     passage_ids_of_documents,
 )
 from ferret.core.db.index_version import (
-    LIVE_STATES,
     active_index_version,
     create_index_version,
     list_index_versions,
     live_index_versions,
+    plain_index_versions,
 )
 from ferret.core.db.models import Corpus, IndexState, IndexVersion, ModelVersion, utcnow
 from ferret.core.encoder.query_encoder import prepare_query_encoder
 from ferret.core.encoder.registry import load_encoder
 from ferret.core.errors import ConflictError, InvalidInputError, UnavailableError
 from ferret.core.index.backend import IndexBackend, UnreadableCollectionError
-from ferret.core.index.points import PointBuilder, sparse_encoder_for
+from ferret.core.index.points import Expansion, PointBuilder, sparse_encoder_for
 from ferret.core.index.quarantine import QuarantineWriter, stored_document_problem
 from ferret.core.index.types import point_id
 from ferret.core.progress import Progress, quiet
@@ -107,7 +107,7 @@ class VersionedCollection:
     def alias(self) -> str:
         return self.corpus.name
 
-    def _points(self, model: ModelVersion) -> PointBuilder:
+    def _points(self, model: ModelVersion, expansion: Expansion | None = None) -> PointBuilder:
         encoder = load_encoder(model.path, self.settings)
         # The collection's searches encode queries with this model: its ONNX export is made now, not by a search.
         prepare_query_encoder(model.path, self.settings)
@@ -115,6 +115,7 @@ class VersionedCollection:
             encoder,
             sparse_encoder_for(self.session, self.corpus),
             batch_size=self.settings.encode_batch_size,
+            expansion=expansion.texts if expansion is not None else None,
         )
 
     def prefetch_embeddings(self, texts: Sequence[str]) -> None:
@@ -153,9 +154,8 @@ class VersionedCollection:
         return abandoned
 
     def live_version(self, model: ModelVersion) -> IndexVersion | None:
-        """A live (ready or active) version of this corpus built by ``model``, if any."""
-        versions = list_index_versions(self.session, self.corpus)
-        return next((v for v in versions if v.model_version_id == model.id and v.state in LIVE_STATES), None)
+        """A live (ready or active) version of this corpus built by ``model`` without expansion, if any."""
+        return next(iter(plain_index_versions(self.session, self.corpus, model)), None)
 
     def publish(
         self,
@@ -184,25 +184,40 @@ class VersionedCollection:
             self.collect()
         return index_version
 
-    def build(self, model: ModelVersion, *, progress: Progress = quiet) -> IndexVersion:
-        """Embed every passage into a new collection; returns the version in state ``ready``, not yet active."""
+    def build(
+        self, model: ModelVersion, *, progress: Progress = quiet, expansion: Expansion | None = None
+    ) -> IndexVersion:
+        """Embed every passage into a new collection; returns the version in state ``ready``, not yet active.
+
+        With ``expansion`` the passages' BM25 vectors also hold its texts and the version records it
+        (``IndexVersion.expansion``): such a version is searched only by a configuration that names it. Later syncs
+        write changed passages without it (their queries were written for the old text)."""
         total = indexable_passage_count(self.session, self.corpus)
         if total == 0:
             raise ConflictError(f"Corpus {self.corpus.name!r} has no passages; ingest documents before indexing.")
         self.recover_abandoned_builds()
         index_version = create_index_version(self.session, self.corpus, model, self.backend.kind)
         index_version.passage_count = total
+        if expansion is not None:
+            index_version.expansion = expansion.record()
         try:
             with _build_lock(self._lock_path(index_version)):  # taken before the row is visible to others
                 self.session.commit()  # the building row is visible, so a crash leaves a trace to clean up
-                self._fill(index_version, model, total, progress)
+                self._fill(index_version, model, total, progress, expansion)
         finally:
             self._lock_path(index_version).unlink(missing_ok=True)
         return index_version
 
-    def _fill(self, index_version: IndexVersion, model: ModelVersion, total: int, progress: Progress) -> None:
+    def _fill(
+        self,
+        index_version: IndexVersion,
+        model: ModelVersion,
+        total: int,
+        progress: Progress,
+        expansion: Expansion | None = None,
+    ) -> None:
         try:
-            points = self._points(model)
+            points = self._points(model, expansion)
             self.backend.create_collection(index_version.collection, model.dimension)
             done = 0
             by_length = passage_ids_by_length(self.session, self.corpus)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -22,7 +23,12 @@ from sqlalchemy.orm import Session
 from ferret.core.db.activation import CONFIG, PROMOTE, ROLLBACK, record_activation, rollback_target
 from ferret.core.db.audit import SYSTEM_ACTOR, record_event
 from ferret.core.db.corpus import get_corpus
-from ferret.core.db.index_version import active_index_version, live_index_versions
+from ferret.core.db.index_version import (
+    LIVE_STATES,
+    active_index_version,
+    live_index_versions,
+    plain_index_versions,
+)
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, IndexVersion, ModelVersion, SearchConfig
 from ferret.core.db.search_config import (
@@ -68,7 +74,7 @@ class SearchPlan:
 
 
 def _index_of(session: Session, corpus: Corpus, model: ModelVersion) -> IndexVersion:
-    live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
+    live = plain_index_versions(session, corpus, model)
     if not live:
         missing = f"Model {model.name!r} has no live index of corpus {corpus.name!r}"
         raise ConflictError(
@@ -79,12 +85,25 @@ def _index_of(session: Session, corpus: Corpus, model: ModelVersion) -> IndexVer
     return max(live, key=lambda v: (v.state.value == "active", v.version))
 
 
+def _config_index(session: Session, corpus: Corpus, config: SearchConfig, retriever: ModelVersion) -> IndexVersion:
+    """The index a configuration searches: the version it names (an expanded one), else its retriever's plain one."""
+    named = config.index_version
+    if named is None:
+        return _index_of(session, corpus, retriever)
+    if named.state not in LIVE_STATES:
+        raise ConflictError(
+            f"Search configuration {config.version} searches index version {named.version}, which is "
+            f"{named.state.value}; promote another configuration or run the pipeline again to rebuild it."
+        )
+    return named
+
+
 def plan_for(session: Session, corpus: Corpus, config: SearchConfig) -> SearchPlan:
     """The runnable form of a configuration, or a one-sentence error naming what is missing."""
     label = f"configuration {config.version}"
     if config.retriever is None:
         raise ConflictError(f"Search {label} uses model {config.retriever_name!r}, which was deleted.")
-    index = _index_of(session, corpus, config.retriever)
+    index = _config_index(session, corpus, config, config.retriever)
     reranker = None
     if config.reranker_name is not None:
         if config.reranker is None:
@@ -192,9 +211,12 @@ def _first_stage_only(session: Session, corpus: Corpus, config: SearchConfig) ->
     if config.retriever is None:
         return None
     try:
-        index = _index_of(session, corpus, config.retriever)
-    except ConflictError:
-        return None
+        index = _config_index(session, corpus, config, config.retriever)
+    except ConflictError:  # its expanded index is gone: its retriever's plain one serves, if there is one
+        try:
+            index = _index_of(session, corpus, config.retriever)
+        except ConflictError:
+            return None
     return SearchPlan(index.collection, index.model_version.path, Fusion.from_json(config.fusion), label="degraded")
 
 
@@ -325,8 +347,17 @@ def plan_by_name(session: Session, corpus: Corpus, selector: str) -> SearchPlan:
     return plan_for(session, corpus, get_search_config(session, corpus, int(selector)))
 
 
+def retriever_label(shown: Mapping[str, Any]) -> str:
+    """A described configuration's retriever as a table shows it: with the expanded index it searches, if any."""
+    expansion = shown.get("expansion")
+    if not isinstance(expansion, dict):
+        return str(shown["retriever"])
+    return f"{shown['retriever']} + expansion ({expansion.get('queries', 0)} queries, index v{shown['index_version']})"
+
+
 def describe(config: SearchConfig) -> dict[str, object]:
-    """One configuration as the CLI and the API show it."""
+    """One configuration as the CLI and the API show it; ``index_version`` and ``expansion`` are set when it
+    searches an expanded index rather than its retriever's plain one."""
     return {
         "version": config.version,
         "active": config.active,
@@ -337,6 +368,8 @@ def describe(config: SearchConfig) -> dict[str, object]:
         else config.reranker_name + ("" if config.reranker_id is not None else " (deleted)"),
         "rerank_depth": config.rerank_depth,
         "rerank_weight": config.rerank_weight,
+        "index_version": config.index_version.version if config.index_version is not None else None,
+        "expansion": config.index_version.expansion if config.index_version is not None else None,
         "guard": config.evidence.get("guard"),
         "note": config.note,
         "created_at": config.created_at.isoformat() if config.created_at else None,

@@ -13,7 +13,13 @@ from ferret.core.db.activation import CONFIG, activation_history
 from ferret.core.db.audit import local_actor
 from ferret.core.db.corpus import get_corpus
 from ferret.core.db.search_config import get_search_config, list_search_configs
-from ferret.core.search.configuration import create_config, describe, promote_config, rollback_config
+from ferret.core.search.configuration import (
+    create_config,
+    describe,
+    promote_config,
+    retriever_label,
+    rollback_config,
+)
 from ferret.core.search.fusion import DEFAULT_FUSION, FUSION_METHODS, Fusion
 from ferret.ui.admin.common import activation_rows, run_action
 from ferret.ui.runtime import open_context
@@ -88,7 +94,7 @@ def config_rows(configs: list[Any]) -> list[dict[str, Any]]:
             {
                 "version": config.version,
                 "state": "active" if config.active else "ready",
-                "retriever": shown["retriever"],
+                "retriever": retriever_label(shown),
                 "fusion": shown["fusion"],
                 "reranker": f"{shown['reranker']} @{config.rerank_depth} w={config.rerank_weight:.2f}"
                 if shown["reranker"]

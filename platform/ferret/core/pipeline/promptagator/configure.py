@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from ferret.core.db.index_version import live_index_versions
+from ferret.core.db.index_version import plain_index_versions
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, ModelVersion, SearchConfig
 from ferret.core.db.search_config import create_search_config, list_search_configs
@@ -32,6 +32,7 @@ from ferret.core.encoder.registry import BASE_MODEL_NAME
 from ferret.core.errors import InvalidInputError
 from ferret.core.pipeline.declaration import StageContext
 from ferret.core.pipeline.promptagator.distill import distill_candidate
+from ferret.core.pipeline.promptagator.expand import expand_candidate
 from ferret.core.pipeline.promptagator.state import PipelineState
 from ferret.core.rerank.cross_encoder import load_reranker
 from ferret.core.rerank.stage import reranker_groups, train_reranker
@@ -58,7 +59,7 @@ def _retrievers(session: Session, corpus: Corpus, name: str) -> list[tuple[Model
         model = find_model_version(session, candidate)
         if model is None:
             continue
-        live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
+        live = plain_index_versions(session, corpus, model)
         if live:
             index = max(live, key=lambda v: v.version)
             found.append((model, SearchPlan(index.collection, model.path, label=model.name)))
@@ -112,9 +113,24 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     evidence: dict[str, Any] = {"key": state.key, "fusion": fusion.as_dict(), "retriever": model.name}
     if len(tuned) > 1:
         evidence["retrievers"] = {m.name: {"objective": c.objective, "reason": c.reason} for m, _, c in tuned}
-    reranker, scorer, first_stage = None, None, candidate
+    reranker, scorer, index_version = None, None, None
     tuned_examples = fusion.example_ranks  # the examples' ranks out of sample, for the guard
     held_out = partial(is_held_out, fraction=config.held_out_fraction, seed=config.seed)
+    if config.expand:
+        status("configure: expansion", 0.1)
+        try:
+            expanded = expand_candidate(
+                context, corpus, run, searcher, retriever=model, candidate=candidate,
+                candidate_examples=tuned_examples, tuning=tuning, guarding=guarding, held_out=held_out,
+                key=state.key, progress=lambda what, done: status(f"configure: {what}", 0.1 + 0.2 * done),
+            )  # fmt: skip
+            evidence["expansion"] = expanded.evidence
+            if expanded.kept:
+                candidate, tuned_examples, index_version = expanded.plan, expanded.example_ranks, expanded.index
+                evidence["fusion"] = expanded.evidence["fusion"]
+        except InvalidInputError as error:  # no kept query to expand with
+            evidence["expansion"] = {"refused": str(error)}
+    first_stage = candidate
     if config.reranker:
         status("configure: reranker", 0.3)
         training = RerankerTrainingConfig(seed=config.seed)
@@ -153,9 +169,9 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
                     seed=config.seed, progress=lambda what, done: status(f"configure: {what}", 0.5 + 0.2 * done),
                 )  # fmt: skip
                 evidence["distillation"] = distilled.evidence
-                if distilled.kept:
+                if distilled.kept:  # the student searches its own plain index
                     model, candidate, tuned_examples = distilled.model, distilled.plan, distilled.example_ranks
-                    evidence["retriever"] = model.name
+                    evidence["retriever"], index_version = model.name, None
             except InvalidInputError as error:  # too few clean pairs to distil
                 evidence["distillation"] = {"refused": str(error)}
     status("configure: guard", 0.7)
@@ -164,7 +180,7 @@ def configure_stage(context: StageContext, state: PipelineState) -> PipelineStat
     row = create_search_config(
         session, corpus, model, candidate.fusion.to_json(), reranker=reranker,
         rerank_depth=candidate.rerank_depth, rerank_weight=candidate.rerank_weight, evidence=evidence,
-        note=f"pipeline {state.model_name}",
+        note=f"pipeline {state.model_name}", index_version=index_version,
     )  # fmt: skip
     session.commit()
     promote = config.promote == "force" or (config.promote == "auto" and verdict.passed)

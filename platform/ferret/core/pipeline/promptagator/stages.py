@@ -30,7 +30,7 @@ import torch
 from sqlalchemy.orm import Session
 
 from ferret.core.db.document import passage_texts_of_documents
-from ferret.core.db.index_version import live_index_versions
+from ferret.core.db.index_version import plain_index_versions
 from ferret.core.db.model_version import find_model_version, get_model_version
 from ferret.core.db.models import Corpus, ModelVersion, RetrievalTask
 from ferret.core.db.synthetic import document_texts, get_run, training_pairs
@@ -134,7 +134,7 @@ def _round_trip_retriever(context: StageContext, corpus: Corpus, config: Pipelin
     registry = ModelRegistry(session, settings)
     model = registry.ensure_base() if config.round_trip == BASE_MODEL_NAME else registry.get(config.round_trip)
     if context.index_backend is not None:
-        live = [v for v in live_index_versions(session, corpus) if v.model_version_id == model.id]
+        live = plain_index_versions(session, corpus, model)
         if live:
             searcher = Searcher.over(session, settings, context.backend)
             index = max(live, key=lambda v: v.version)

@@ -74,6 +74,12 @@ class PipelineConfig:
     over negatives mined from the first stage), index the student and keep it if the guard prefers it
     (``ferret.core.pipeline.promptagator.distill``). Needs ``reranker``: it is the teacher."""
 
+    expand: bool = False
+    """doc2query-- (issue 12 item 6): append each training document's kept queries to its BM25 vectors in a new
+    index version of the retriever, and keep that version in the configuration if the guard prefers it
+    (``ferret.core.pipeline.promptagator.expand``). Off by default: it costs a second index build, and on SciFact it
+    bought +0.2 nDCG@10 for BM25 and nothing once fused (benchmarks/RESULTS.md, issue 12)."""
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -106,6 +112,8 @@ class PipelineConfig:
             raise InvalidInputError(
                 "Distillation is part of the configuration stage; it cannot run with configure off."
             )
+        if self.expand and not self.configure:
+            raise InvalidInputError("Expansion is part of the configuration stage; it cannot run with configure off.")
         if self.cropping_warmup_steps < 0:
             raise InvalidInputError("The cropping warm-up steps must be at least 0.")
         if self.init is not None and (not self.init.startswith("realm:") or not self.init[len("realm:") :]):

@@ -37,6 +37,9 @@ def _launch_form(task_names: list[str]) -> None:
             key="launch-reranker",
         )
         distill = right.checkbox("Distil a kept reranker into the retriever", key="launch-distill")
+        expand = left.checkbox(
+            "Expand documents with their kept queries in BM25 (a second index build)", key="launch-expand"
+        )
         if st.form_submit_button("Launch", type="primary"):
 
             def start() -> str:
@@ -50,6 +53,7 @@ def _launch_form(task_names: list[str]) -> None:
                     model_name=model_name.strip() or None,
                     reranker=bool(reranker),
                     distill=bool(distill),
+                    expand=bool(expand),
                 ).validated()
                 return launch_pipeline(str(task), config)
 
