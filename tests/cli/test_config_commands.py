@@ -3,6 +3,7 @@ stored and not active until promoted; bad input is refused in one sentence and s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,3 +65,41 @@ def test_a_configuration_made_by_hand_is_stored_inactive_and_bad_input_stores_no
     assert "b.txt" in promoted and promoted != " ".join(default_order.split())  # RRF scores, not the convex ones
     assert "scores: Σ 1/(60 + rank from 0) over the dense and the BM25 ranking (reciprocal rank fusion)" in promoted
     assert "α=0.80, each scaled so the query's best is 1" in " ".join(default_order.split())  # the legend follows
+
+
+def test_an_expanded_index_version_is_listed_as_such_and_a_configuration_can_name_it(
+    ferret_home: Path, make_files: MakeFiles, tmp_path: Path
+) -> None:
+    from ferret.core.db.model_version import find_model_version
+    from ferret.core.index.points import Expansion
+    from ferret.core.index.versioned_collection import VersionedCollection
+    from ferret.runtime.context import app_context
+
+    folder = make_files(tmp_path / "docs", {"a.txt": "Glaciers carve fjords.", "b.txt": "Volcanoes erupt lava."})
+    assert runner.invoke(app, ["ingest", "--corpus", "kb", "--path", str(folder)]).exit_code == 0
+    assert runner.invoke(app, ["index", "build", "--corpus", "kb"]).exit_code == 0
+    with app_context() as ctx:
+        corpus = get_corpus(ctx.session, "kb")
+        base = find_model_version(ctx.session, "base")
+        assert base is not None
+        document = next(d for d in corpus.documents if d.external_id == "a.txt")
+        expansion = Expansion({document.id: ["norwegian inlets"]}, {"run": 1, "key": "by-hand"})
+        VersionedCollection(ctx.session, ctx.settings, ctx.backend, corpus).build(base, expansion=expansion)
+
+    listed = json.loads(runner.invoke(app, ["index", "list", "--corpus", "kb", "--json"]).output)["versions"]
+    assert [(v["version"], v["expansion"]) for v in listed] == [
+        (1, None), (2, {"run": 1, "key": "by-hand", "documents": 1, "queries": 1})
+    ]  # fmt: skip
+    made = runner.invoke(app, ["config", "create", "--corpus", "kb", "--index-version", "2"])
+    assert made.exit_code == 0, made.output
+    assert "retriever base + expansion (1 queries, index v2)" in " ".join(made.output.split())
+    assert error_of(["config", "create", "--corpus", "kb", "--index-version", "7"]) == (
+        "Error: Corpus 'kb' has no index version 7."
+    )
+    assert runner.invoke(app, ["config", "promote", "--corpus", "kb", "1"]).exit_code == 0
+    found = " ".join(
+        runner.invoke(app, ["search", "norwegian inlets", "--corpus", "kb", "--mode", "sparse"]).output.split()
+    )
+    assert "a.txt" in found  # the active configuration reads the expanded BM25 vectors
+    plain = runner.invoke(app, ["search", "norwegian inlets", "--corpus", "kb", "--mode", "sparse", "--config", "base"])
+    assert plain.exit_code == 0 and "a.txt" not in plain.output

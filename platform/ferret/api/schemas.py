@@ -225,6 +225,11 @@ class IndexVersionOut(BaseModel):
     version: int
     collection: str
     model: str
+    expansion: dict[str, Any] | None = Field(
+        default=None,
+        description="Document expansion: what its BM25 vectors also hold (run, documents, queries); null for a plain "
+        "build. Only a search configuration naming it searches an expanded version.",
+    )
     state: IndexState
     passage_count: int
     point_count: int
@@ -332,6 +337,9 @@ class SearchConfigCreate(BaseModel):
         default=DEFAULT_RERANK_WEIGHT, ge=0.0, le=1.0, description="The reranker's share of the fused score."
     )
     note: str = Field(default="", max_length=500)
+    index_version: int | None = Field(
+        default=None, ge=1, description="The index version it searches, built by the retriever (an expanded one)."
+    )
 
 
 class SearchConfigList(BaseModel):

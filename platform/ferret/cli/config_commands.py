@@ -114,6 +114,14 @@ def create(
         float, typer.Option(help="The reranker's share of the fused score (1: its order alone).")
     ] = DEFAULT_RERANK_WEIGHT,
     note: Annotated[str, typer.Option(help="Why it was made, shown by `ferret config show`.")] = "",
+    index_version: Annotated[
+        int | None,
+        typer.Option(
+            "--index-version",
+            help="The index version it searches, built by the retriever (an expanded one: `ferret index list`); "
+            "default: the retriever's plain index.",
+        ),
+    ] = None,
 ) -> None:
     """Make a configuration by hand (a fusion weight, RRF, a reranker at another depth); it is not active until
     `ferret config promote`, and `ferret search --config N` compares it first."""
@@ -132,10 +140,11 @@ def create(
         config = create_config(
             ctx.session, corpus_row, retriever=retriever, fusion=chosen,
             reranker=reranker, rerank_depth=depth, rerank_weight=rerank_weight, note=note, actor=cli_actor(),
+            index_version=index_version,
         )  # fmt: skip
         shown = describe(config)
         console.print(
-            f"configuration {config.version} of {corpus}: retriever {shown['retriever']}, {shown['fusion']}"
+            f"configuration {config.version} of {corpus}: retriever {retriever_label(shown)}, {shown['fusion']}"
             + (f", reranker {shown['reranker']} @{config.rerank_depth}" if shown["reranker"] else "")
             + f"; not active: `ferret config promote --corpus {corpus} {config.version}`"
         )

@@ -71,6 +71,7 @@ def list_versions(
                     "version": v.version,
                     "collection": v.collection,
                     "model": v.model_version.name,
+                    "expansion": v.expansion,
                     "state": v.state.value,
                     "passages": v.passage_count,
                     "points": None if v.state.value == "retired" else v.point_count,
@@ -86,10 +87,11 @@ def list_versions(
             table.add_column(column)
         for row in rows:
             state = f"[bold green]{row['state']}[/]" if row["state"] == "active" else row["state"]
+            expanded = f" + expansion ({row['expansion'].get('queries', 0)} queries)" if row["expansion"] else ""
             table.add_row(
                 str(row["version"]),
                 row["collection"],
-                row["model"],
+                row["model"] + expanded,
                 state,
                 str(row["passages"]),
                 "-" if row["points"] is None else str(row["points"]),

@@ -10,10 +10,10 @@ from sqlalchemy.orm import Session
 
 from ferret.core.db.index_version import active_index_version, live_index_versions, plain_index_versions
 from ferret.core.db.models import Corpus, IndexState, QueryStatus, SyntheticQuery
-from ferret.core.db.search_config import create_search_config
+from ferret.core.db.search_config import create_search_config, list_search_configs
 from ferret.core.db.synthetic import create_run
 from ferret.core.encoder.registry import ModelRegistry
-from ferret.core.errors import ConflictError, InvalidInputError
+from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.edge_backend import EdgeIndexBackend
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import StageContext
@@ -22,6 +22,7 @@ from ferret.core.pipeline.promptagator.state import PipelineConfig
 from ferret.core.search.configuration import (
     SearchPlan,
     base_plan,
+    create_config,
     describe,
     plan_for,
     read_active_plan,
@@ -120,6 +121,14 @@ def test_the_kept_queries_of_training_documents_expand_them_and_only_their_confi
     )
     assert bm25("crema", None) == []  # plain search still reads the active, plain index
 
+    # an admin names it by hand; a version that does not exist is refused, and nothing is stored
+    by_hand = create_config(session, corpus, index_version=expanded.version, note="by hand")
+    assert by_hand.index_version_id == expanded.id
+    assert create_config(session, corpus, index_version=plain.version).index_version_id is None  # the model's own
+    with pytest.raises(NotFoundError, match="Corpus 'facts' has no index version 99"):
+        create_config(session, corpus, index_version=99)
+    assert [c.note for c in list_search_configs(session, corpus)].count("by hand") == 1
+
     # the expanded version retired: the configuration says so in one sentence, and searches fall back to the plain one
     expanded.state = IndexState.RETIRED
     config.active = True
@@ -128,6 +137,10 @@ def test_the_kept_queries_of_training_documents_expand_them_and_only_their_confi
         plan_for(session, corpus, config)
     fallback = read_active_plan(session, "facts")
     assert fallback is not None and fallback.collection == plain.collection and fallback.label == "degraded"
+    count = len(list_search_configs(session, corpus))
+    with pytest.raises(ConflictError, match="which is retired"):
+        create_config(session, corpus, index_version=expanded.version)
+    assert len(list_search_configs(session, corpus)) == count
     backend.close()
 
 

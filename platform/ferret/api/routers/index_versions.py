@@ -26,6 +26,7 @@ def index_version_out(index_version: IndexVersion, last: Activation | None = Non
         version=index_version.version,
         collection=index_version.collection,
         model=index_version.model_version.name,
+        expansion=index_version.expansion,
         state=index_version.state,
         passage_count=index_version.passage_count,
         point_count=index_version.point_count,

@@ -56,7 +56,7 @@ def create(
         session, get_corpus(session, corpus), retriever=body.retriever,
         fusion=Fusion(body.fusion, body.alpha, body.normalisation), reranker=body.reranker,
         rerank_depth=body.rerank_depth, rerank_weight=body.rerank_weight, note=body.note,
-        actor=key_actor(caller.name),
+        actor=key_actor(caller.name), index_version=body.index_version,
     )  # fmt: skip
     return _out(describe(config))
 

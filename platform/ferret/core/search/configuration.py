@@ -26,6 +26,7 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.index_version import (
     LIVE_STATES,
     active_index_version,
+    get_index_version,
     live_index_versions,
     plain_index_versions,
 )
@@ -231,12 +232,15 @@ def create_config(
     rerank_weight: float = DEFAULT_RERANK_WEIGHT,
     note: str = "",
     actor: str = SYSTEM_ACTOR,
+    index_version: int | None = None,
 ) -> SearchConfig:
     """A configuration made by hand (an admin's fusion weight, RRF, a reranker at another depth), stored and not
     active: ``promote_config`` makes it what search runs, and ``--config N`` searches it beside the active one. Its
     plan is resolved before it is committed, so a model that is not registered, a reranker named as a retriever (or
     the reverse), a retriever without a live index of the corpus or a reranker without its files is refused in one
-    sentence and nothing is stored."""
+    sentence and nothing is stored. ``index_version`` names the version it searches (an expanded one, which a
+    configuration naming only the model never finds); it must be a live version built by ``retriever``. A plain one
+    is stored as the retriever's own index, which follows its rebuilds."""
     model = find_model_version(session, retriever)
     if model is None:
         raise NotFoundError(
@@ -258,9 +262,15 @@ def create_config(
             raise InvalidInputError(f"The reranker's depth must be between 1 and 1000 documents, not {rerank_depth}.")
     if not 0.0 <= rerank_weight <= 1.0:
         raise InvalidInputError(f"The reranker's weight must be between 0 and 1, not {rerank_weight}.")
+    named = None if index_version is None else get_index_version(session, corpus, index_version)
+    if named is not None and named.model_version_id != model.id:
+        raise InvalidInputError(
+            f"Index version {named.version} was built by model {named.model_version.name!r}, not {retriever!r}."
+        )
     config = create_search_config(
         session, corpus, model, fusion.to_json(), reranker=scorer, rerank_depth=rerank_depth,
         rerank_weight=rerank_weight, evidence={"made_by": actor}, note=note,
+        index_version=named if named is not None and named.expansion is not None else None,
     )  # fmt: skip
     try:
         plan_for(session, corpus, config)
@@ -268,7 +278,8 @@ def create_config(
         session.rollback()
         raise
     shown = describe(config)
-    detail = {key: shown[key] for key in ("version", "retriever", "fusion", "reranker", "rerank_depth")}
+    keys = ("version", "retriever", "fusion", "reranker", "rerank_depth", "index_version")
+    detail = {key: shown[key] for key in keys}
     record_event(session, actor, "config.create", corpus.name, detail)
     session.commit()
     return config
