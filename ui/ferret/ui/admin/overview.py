@@ -140,7 +140,7 @@ def _version_row(index_version: IndexVersion) -> IndexVersionRow:
         version=index_version.version,
         collection=index_version.collection,
         state=index_version.state,
-        model=index_version.model_version.name,
+        model=index_version.model_version.name + (" + expansion" if index_version.expansion is not None else ""),
         passages=index_version.passage_count,
         points=index_version.point_count,
         created_at=index_version.created_at,
