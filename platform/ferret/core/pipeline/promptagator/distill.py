@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ferret.core.db.model_version import find_model_version
 from ferret.core.db.models import Corpus, GenerationRun, ModelVersion, QueryStatus, SyntheticQuery
 from ferret.core.db.synthetic import run_queries
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import StageContext
+from ferret.core.pipeline.promptagator.candidate import StepCandidate
 from ferret.core.progress import Progress, quiet
 from ferret.core.rerank.cross_encoder import CrossScorer
 from ferret.core.rerank.stage import distill_encoder, mine_groups
@@ -35,17 +35,10 @@ from ferret.core.training.distillation import DistillationConfig
 
 
 @dataclass(frozen=True)
-class Distilled:
+class Distilled(StepCandidate):
     """The student, the configuration built around it, the examples' ranks under it, and what was decided."""
 
     model: ModelVersion
-    plan: SearchPlan
-    example_ranks: tuple[float, ...]
-    evidence: dict[str, Any]
-
-    @property
-    def kept(self) -> bool:
-        return bool(self.evidence.get("kept"))
 
 
 def clean_pairs(queries: Sequence[SyntheticQuery], held_out: Callable[[int], bool]) -> list[tuple[str, int]]:
@@ -126,4 +119,4 @@ def distill_candidate(
         "guard": verdict.as_dict(),
         "kept": verdict.passed,
     }
-    return Distilled(student, plan, weight.example_ranks, evidence)
+    return Distilled(plan=plan, example_ranks=weight.example_ranks, evidence=evidence, model=student)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ferret.core.db.index_version import live_index_versions
 from ferret.core.db.models import Corpus, GenerationRun, IndexVersion, ModelVersion, QueryStatus, SyntheticQuery
@@ -25,6 +24,7 @@ from ferret.core.errors import InvalidInputError
 from ferret.core.index.points import Expansion
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import StageContext
+from ferret.core.pipeline.promptagator.candidate import StepCandidate
 from ferret.core.progress import Progress, quiet
 from ferret.core.search.configuration import SearchPlan
 from ferret.core.search.searcher import Searcher
@@ -33,17 +33,10 @@ from ferret.core.training.config_guard import run_config_guard
 
 
 @dataclass(frozen=True)
-class Expanded:
+class Expanded(StepCandidate):
     """The expanded index version, the configuration built on it, the examples' ranks under it, and the decision."""
 
     index: IndexVersion
-    plan: SearchPlan
-    example_ranks: tuple[float, ...]
-    evidence: dict[str, Any]
-
-    @property
-    def kept(self) -> bool:
-        return bool(self.evidence.get("kept"))
 
 
 def expansion_texts(queries: Sequence[SyntheticQuery], held_out: Callable[[int], bool]) -> dict[int, list[str]]:
@@ -115,4 +108,4 @@ def expand_candidate(
         "guard": verdict.as_dict(),
         "kept": verdict.passed,
     }
-    return Expanded(index, plan, fusion.example_ranks, evidence)
+    return Expanded(plan=plan, example_ranks=fusion.example_ranks, evidence=evidence, index=index)
