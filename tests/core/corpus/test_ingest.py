@@ -153,6 +153,28 @@ def test_a_changed_file_replaces_its_points_in_the_live_index(
     assert_index_matches_database(session, backend, corpus)
 
 
+def test_an_expanded_version_follows_a_changed_file_without_the_queries_written_for_its_old_text(
+    session: Session, settings: FerretSettings, backend: EdgeIndexBackend, corpus: Corpus, folder: Path
+) -> None:
+    from ferret.core.index.points import Expansion
+
+    ingest(session, settings, backend, folder)
+    build_and_promote(session, settings, backend)
+    ids = {d.external_id: d.id for d in corpus.documents}
+    expansion = Expansion({ids["alpha.txt"]: ["spice islands"], ids["gamma.html"]: ["norwegian inlets"]})
+    versions = VersionedCollection(session, settings, backend, corpus)
+    expanded = versions.build(ModelRegistry(session, settings).ensure_base(), expansion=expansion).collection
+    assert sparse_top(backend, expanded, "spice islands")[0] == "alpha.txt"
+
+    (folder / "alpha.txt").write_text("Kilimanjaro is the highest mountain of Africa, a dormant volcano.")
+    ingest(session, settings, backend, folder)
+
+    assert sparse_top(backend, expanded, "kilimanjaro mountain")[0] == "alpha.txt"
+    assert "alpha.txt" not in sparse_top(backend, expanded, "spice islands")  # its queries were about the old text
+    assert sparse_top(backend, expanded, "norwegian inlets")[0] == "gamma.html"  # an unchanged one keeps its own
+    assert_index_matches_database(session, backend, corpus)  # both versions: one point per passage, its own text
+
+
 def test_a_deleted_file_leaves_the_database_and_every_live_version(
     session: Session, settings: FerretSettings, backend: EdgeIndexBackend, corpus: Corpus, folder: Path
 ) -> None:
