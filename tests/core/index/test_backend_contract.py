@@ -225,6 +225,18 @@ def test_search_returns_the_stored_payload(index_backend: IndexBackend, shared: 
     assert hit.payload == embedded.point("paris").payload
 
 
+def test_dense_vectors_are_read_back_as_stored(index_backend: IndexBackend, shared: str, embedded: Embedded) -> None:
+    paris, jupiter = embedded.point("paris"), embedded.point("jupiter")
+    missing = "00000000-0000-0000-0000-000000000000"
+
+    vectors = index_backend.dense_vectors(shared, [paris.id, jupiter.id, missing])
+
+    assert set(vectors) == {paris.id, jupiter.id}  # a point that does not exist is left out
+    np.testing.assert_allclose(vectors[paris.id], paris.dense, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(vectors[jupiter.id], jupiter.dense, rtol=1e-6, atol=1e-7)
+    assert index_backend.dense_vectors(shared, []) == {}
+
+
 @pytest.mark.parametrize("mode", SEARCH_MODES)
 def test_search_finds_the_obvious_document(
     index_backend: IndexBackend, shared: str, embedded: Embedded, mode: SearchMode

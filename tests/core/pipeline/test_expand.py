@@ -15,6 +15,7 @@ from ferret.core.db.synthetic import create_run
 from ferret.core.encoder.registry import ModelRegistry
 from ferret.core.errors import ConflictError, InvalidInputError, NotFoundError
 from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.index.types import point_id
 from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.pipeline.declaration import StageContext
 from ferret.core.pipeline.promptagator.expand import expand_candidate, expansion_texts
@@ -94,6 +95,10 @@ def test_the_kept_queries_of_training_documents_expand_them_and_only_their_confi
     assert expanded.state == IndexState.READY and expanded.expansion is not None
     assert expanded.expansion["key"] == "job-1" and expanded.point_count == plain.point_count
     assert active_index_version(session, corpus) == plain
+    # only the sparse vectors differ: the dense ones were read from the plain version
+    ids = [point_id(corpus.id, p.id) for d in corpus.documents for p in d.passages]
+    stored, copied = backend.dense_vectors(plain.collection, ids), backend.dense_vectors(expanded.collection, ids)
+    assert len(ids) == 10 and stored == copied
     # a model's own search (a configuration naming only the model, `index build` reuse) never finds the expanded one
     assert plain_index_versions(session, corpus, base) == [plain] and versions.live_version(base) == plain
 

@@ -88,5 +88,9 @@ class IndexBackend(ABC):
     def payloads(self, name: str, point_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Point id → payload of the given points of a collection; a point that no longer exists is left out."""
 
+    @abstractmethod
+    def dense_vectors(self, name: str, point_ids: Sequence[str]) -> dict[str, list[float]]:
+        """Point id → stored dense vector of the given points of a collection; a missing point is left out."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release files and connections."""

@@ -314,6 +314,16 @@ class EdgeIndexBackend(IndexBackend):
         records = shard.retrieve(list(point_ids), with_payload=True, with_vector=False)
         return {str(r.id): r.payload or {} for r in records}
 
+    def dense_vectors(self, name: str, point_ids: Sequence[str]) -> dict[str, list[float]]:
+        if not point_ids:
+            return {}
+        records = self._shard(self._target(name)).retrieve(list(point_ids), with_payload=False, with_vector=True)
+        return {
+            str(r.id): list(r.vector[DENSE])  # type: ignore[arg-type]  # the dense one is a plain list
+            for r in records
+            if isinstance(r.vector, dict) and DENSE in r.vector
+        }
+
     @staticmethod
     def _payloads(
         shard: qe.EdgeShard, hits: list[list[SearchHit]], requests: Sequence[SearchRequest]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -44,6 +45,7 @@ class PointBuilder:
         *,
         batch_size: int = 64,
         expansion: Mapping[int, Sequence[str]] | None = None,
+        stored_dense: Callable[[Sequence[str]], Mapping[str, list[float]]] | None = None,
     ) -> None:
         self.encoder = encoder
         self.sparse = sparse
@@ -51,15 +53,26 @@ class PointBuilder:
         self.expansion = expansion or {}
         """Document id → texts appended to each of its passages' BM25 text (doc2query--: the kept synthetic
         queries); the dense vector and the payload's text stay the passage's own."""
+        self.stored_dense = stored_dense
+        """Point id → the dense vector another version of the same model already holds (a point id names one
+        passage's text, so the vector is the one the encoder would give); only the others are encoded."""
+
+    def _dense(self, ids: Sequence[str], texts: Sequence[str]) -> list[np.ndarray]:
+        stored = self.stored_dense(ids) if self.stored_dense is not None else {}
+        missing = [i for i, point in enumerate(ids) if point not in stored]
+        encoded = self.encoder.encode_passages([texts[i] for i in missing], batch_size=self.batch_size)
+        fresh = dict(zip(missing, encoded, strict=True))  # prefetched ones come from the encoder's memo
+        return [fresh[i] if i in fresh else np.asarray(stored[point], dtype=np.float32) for i, point in enumerate(ids)]
 
     def build(self, rows: Sequence[tuple[Passage, Document]]) -> list[IndexPoint]:
         texts = [passage_text(document.title, passage.text) for passage, document in rows]
-        dense = self.encoder.encode_passages(texts, batch_size=self.batch_size)  # prefetched ones from its memo
+        ids = [point_id(passage.corpus_id, passage.id) for passage, _ in rows]
+        dense = self._dense(ids, texts)
         expanded = [" ".join([text, *self.expansion.get(d.id, ())]) for text, (_, d) in zip(texts, rows, strict=True)]
         sparse = self.sparse.embed_documents(expanded)
         return [
             IndexPoint(
-                id=point_id(passage.corpus_id, passage.id),
+                id=ids[i],
                 dense=dense[i],
                 sparse=sparse[i],
                 payload={

@@ -220,6 +220,16 @@ class QdrantServerBackend(IndexBackend):
         records = self.client.retrieve(name, ids=list(point_ids), with_payload=True, with_vectors=False)
         return {str(r.id): dict(r.payload or {}) for r in records}
 
+    def dense_vectors(self, name: str, point_ids: Sequence[str]) -> dict[str, list[float]]:
+        if not point_ids:
+            return {}
+        records = self.client.retrieve(name, ids=list(point_ids), with_payload=False, with_vectors=[DENSE])
+        return {
+            str(r.id): list(r.vector[DENSE])  # type: ignore[arg-type]
+            for r in records
+            if isinstance(r.vector, dict) and DENSE in r.vector
+        }
+
     def _payloads(
         self, name: str, hits: list[list[SearchHit]], requests: Sequence[SearchRequest]
     ) -> list[list[SearchHit]]:

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy.orm import Session
@@ -111,11 +112,16 @@ class VersionedCollection:
         encoder = load_encoder(model.path, self.settings)
         # The collection's searches encode queries with this model: its ONNX export is made now, not by a search.
         prepare_query_encoder(model.path, self.settings)
+        stored = None
+        if expansion is not None and (plain := self.live_version(model)) is not None:
+            # only the sparse vectors differ: the dense ones are read from the model's plain version, not encoded
+            stored = partial(self.backend.dense_vectors, plain.collection)
         return PointBuilder(
             encoder,
             sparse_encoder_for(self.session, self.corpus),
             batch_size=self.settings.encode_batch_size,
             expansion=expansion.texts if expansion is not None else None,
+            stored_dense=stored,
         )
 
     def prefetch_embeddings(self, texts: Sequence[str]) -> None:
