@@ -6,8 +6,10 @@ text search returns stay the passages' own. The version is not promoted and no p
 configuration that names it (``SearchConfig.index_version``). The fusion weight is tuned again for it, since the
 sparse side changed, and the guard compares it with the configuration it would replace.
 
-Held-out documents are not expanded, so the guard's queries are never the ones appended to their own documents.
-That makes the guard cautious: its documents compete, unexpanded, with expanded ones. On SciFact the expansion
+No document the evidence reads is expanded: not the held-out documents (so the guard's queries are never the ones
+appended to their own documents), nor the task's examples' (their queries were written from prompts holding the
+examples, so a near-copy of an example query would leak it). That makes the guard cautious: its documents compete,
+unexpanded, with expanded ones. On SciFact the expansion
 bought +0.2 nDCG@10 for BM25 alone and nothing once fused (``benchmarks/doc2query.py``; benchmarks/RESULTS.md,
 issue 12), which is why it is off by default. A redelivered stage finds its version by the pipeline's key.
 """
@@ -78,11 +80,13 @@ def expand_candidate(
     progress: Progress = quiet,
 ) -> Expanded:
     """Build (or, redelivered, find) ``retriever``'s expanded index and judge it, with its own tuned fusion, against
-    ``candidate`` (the same retriever over its plain index). No kept query of a training document raises
+    ``candidate`` (the same retriever over its plain index); the documents of ``tuning`` and ``guarding`` are not
+    expanded. No kept query of a training document raises
     ``InvalidInputError`` before anything is built. ``progress`` gets the step's own fraction done."""
     index = _own_version(context, corpus, retriever, key)
     if index is None:
-        texts = expansion_texts(run_queries(context.session, run), held_out)
+        judged = {q.document_id for q in (*tuning.all(), *guarding.all())}  # the examples' and held-out documents
+        texts = expansion_texts(run_queries(context.session, run), lambda d: held_out(d) or d in judged)
         if not texts:
             raise InvalidInputError(
                 f"Run {run.id} kept no synthetic query of a training document, so there is nothing to expand with."
