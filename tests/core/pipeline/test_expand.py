@@ -97,9 +97,9 @@ def test_the_kept_queries_of_training_documents_expand_them_and_only_their_confi
     assert expanded.expansion["key"] == "job-1" and expanded.point_count == plain.point_count
     assert active_index_version(session, corpus) == plain
     # only the sparse vectors differ: the dense ones were read from the plain version
-    ids = [point_id(corpus.id, p.id) for d in corpus.documents for p in d.passages]
-    stored, copied = backend.dense_vectors(plain.collection, ids), backend.dense_vectors(expanded.collection, ids)
-    assert len(ids) == 10 and stored == copied
+    points = [point_id(corpus.id, p.id) for d in corpus.documents for p in d.passages]
+    stored, copied = backend.dense_vectors(plain.collection, points), backend.dense_vectors(expanded.collection, points)
+    assert len(points) == 10 and stored == copied
     # a model's own search (a configuration naming only the model, `index build` reuse) never finds the expanded one
     assert plain_index_versions(session, corpus, base) == [plain] and versions.live_version(base) == plain
 

@@ -40,7 +40,14 @@ from ferret.core.search.configuration import (
 )
 from ferret.core.search.fusion import DEFAULT_FUSION, Fusion
 from ferret.core.search.searcher import Searcher
-from ferret.core.search.tuning import ALPHAS, Evidence, choose_fusion, fusion_from_ranks, objective_low
+from ferret.core.search.tuning import (
+    ALPHAS,
+    REFERENCE_ALPHAS,
+    Evidence,
+    choose_fusion,
+    fusion_from_ranks,
+    objective_low,
+)
 from ferret.core.settings import FerretSettings
 from ferret.core.training.config_guard import judge, split_evidence
 from ferret.core.training.guard import LabelledQuery, bootstrap_low
@@ -221,7 +228,7 @@ def test_fusion_is_tuned_only_with_enough_evidence(home: Home) -> None:
     ]
     evidence = Evidence([LabelledQuery(q, ids[d]) for q, d in queries], [])
     choice = choose_fusion(searcher, plan, evidence)
-    assert choice.queries == 6 and set(choice.scores) == {"rrf", *(f"{a / 10:.1f}" for a in range(11))}
+    assert choice.queries == 6 and set(choice.scores) == {"rrf", *(f"{a / 10:.1f}" for a in range(1, 10))}
     assert choice.scores["rrf"] == pytest.approx(1.0)  # RRF is scored for reference
     assert choice.scores[f"{DEFAULT_FUSION.weight:.1f}"] == pytest.approx(1.0)  # every labelled document first:
     assert choice.fusion == DEFAULT_FUSION and choice.objective == pytest.approx(1.0)  # nothing to gain on the default
@@ -298,7 +305,7 @@ def test_a_weight_the_examples_agree_on_is_chosen_and_its_example_ranks_are_out_
     default = np.full(8, 0.5)
     agreed = [np.full(8, 1.0 if alpha <= 0.4 else 0.5) for alpha in ALPHAS]
     choice = fusion_from_ranks(default, agreed, evidence)
-    assert choice.fusion == Fusion("convex", 0.0) and choice.example_ranks == (1.0,) * 8
+    assert choice.fusion == Fusion("convex", 0.1) and choice.example_ranks == (1.0,) * 8  # the grid's lowest
     assert choice.scores["examples out of sample"] == pytest.approx(1.0) and choice.objective == pytest.approx(1.0)
 
 
@@ -313,7 +320,7 @@ def test_a_weight_fitted_to_its_own_examples_is_refused_out_of_sample() -> None:
     in_sample = _ranks_by_alpha(preferred)[ALPHAS.index(0.2)]
     assert in_sample.mean() == 0.75 and bootstrap_low(in_sample - default) > 0  # what the in-sample check would pass
     assert choice.fusion == DEFAULT_FUSION
-    assert "convex α=0.2 scores 0.750" in choice.reason and "not sure" in choice.reason
+    assert "convex α=0.1 scores 0.750" in choice.reason and "not sure" in choice.reason
     assert choice.scores["examples out of sample"] == pytest.approx(0.5)
     assert choice.objective == pytest.approx(0.5)  # the default's: what a retriever tuned this way is compared by
 
@@ -396,7 +403,7 @@ def test_the_fusion_curve_scores_every_weight_as_the_search_does(home: Home) -> 
 
     curve = fusion_curve(searcher, base, queries, qrels)
 
-    assert list(curve) == ["rrf", *(f"{a:.1f}" for a in ALPHAS)]
+    assert list(curve) == ["rrf", *(f"{a:.1f}" for a in REFERENCE_ALPHAS)]
     for key, fusion in (("rrf", Fusion()), ("0.0", Fusion("convex", 0.0)), ("0.5", Fusion("convex", 0.5))):
         plan = SearchPlan(base.collection, base.model_path, fusion)
         found = searcher.search_many("kb", list(queries.values()), k=100, mode="hybrid", plan=plan)

@@ -12,7 +12,7 @@ from ferret.core.index.types import SearchMode
 from ferret.core.search.configuration import SearchPlan
 from ferret.core.search.fusion import RRF, Fusion, fuse
 from ferret.core.search.searcher import Searcher, dedupe_by_document
-from ferret.core.search.tuning import ALPHAS, candidate_lists
+from ferret.core.search.tuning import REFERENCE_ALPHAS, candidate_lists
 
 
 def evaluate_plans(
@@ -52,7 +52,7 @@ def fusion_curve(
     choose the best point, so it is a reference (is a shortfall the label-free choice of α, or the retriever?), never
     a configuration to promote."""
     fusions: dict[str, Fusion] = {
-        "rrf": RRF, **{f"{a:.1f}": Fusion("convex", a, plan.fusion.normalisation) for a in ALPHAS}
+        "rrf": RRF, **{f"{a:.1f}": Fusion("convex", a, plan.fusion.normalisation) for a in REFERENCE_ALPHAS}
     }  # fmt: skip
     query_ids: Sequence[str] = list(queries)
     runs: dict[str, dict[str, dict[str, float]]] = {key: {} for key in fusions}

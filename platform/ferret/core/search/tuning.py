@@ -12,9 +12,11 @@ better on the same evidence with the guard's confidence: the 5th percentile of t
 bootstrap resamples, drawn within each half (``objective_low``), is above zero. The examples' part of that gain is
 measured out of sample: each example is ranked under the weight chosen without it (leave-one-out), since a weight
 chosen on eight queries and checked on the same eight looks better than it is. On NFCorpus, 8 one-label examples
-preferred dense alone (α=1) by 0.025 MRR, which lost 2.7 nDCG@10 on the test queries. With too little evidence
-nothing is tuned, and the reason says so. RRF is scored too, for reference (``FusionChoice.scores["rrf"]``), but is
-not a candidate: on the labels of three collections it scores under the default (``ferret.core.search.fusion``).
+preferred dense alone (α=1) by 0.025 MRR, which lost 2.7 nDCG@10 on the test queries; later, with held-out synthetic
+queries too, the evidence called α=1 sure and it lost 3.2, so the grid stops short of either end (``ALPHAS``). With
+too little evidence nothing is tuned, and the reason says so. RRF is scored too, for reference
+(``FusionChoice.scores["rrf"]``), but is not a candidate: on the labels of three collections it scores under the
+default (``ferret.core.search.fusion``).
 """
 
 from __future__ import annotations
@@ -33,7 +35,13 @@ from ferret.core.search.fusion import DEFAULT_FUSION, RRF, Fusion, fuse
 from ferret.core.search.searcher import Searcher, dedupe_by_document
 from ferret.core.training.guard import LabelledQuery
 
-ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+ALPHAS = tuple(round(0.1 * i, 1) for i in range(1, 10))
+"""The weights tuning may choose: 0.1 to 0.9. Hybrid search keeps both signals; dense alone (α=1) and BM25 alone
+(α=0) are the other search modes, not a weight a few dozen label-free queries may turn hybrid search into. On
+NFCorpus, 8 examples and 32 held-out synthetic queries chose α=1 with the gain 'sure' (5th percentile +0.002), which
+lost 3.2 nDCG@10 on the test queries (benchmarks/RESULTS.md, thirty-third session)."""
+REFERENCE_ALPHAS = tuple(round(0.1 * i, 1) for i in range(11))
+"""The whole range, 0 to 1, for the benchmarks' reference curve on test labels (``eval.configs.fusion_curve``)."""
 MIN_TUNING_QUERIES = 6
 """Below this many labelled queries (examples + held-out synthetic) the fusion stays the default: an α read off fewer
 queries is mostly noise; a task has 2 to 8 examples, so a task with 6 or more can tune α without any LLM."""
