@@ -103,3 +103,7 @@ def test_an_expanded_index_version_is_listed_as_such_and_a_configuration_can_nam
     assert "a.txt" in found  # the active configuration reads the expanded BM25 vectors
     plain = runner.invoke(app, ["search", "norwegian inlets", "--corpus", "kb", "--mode", "sparse", "--config", "base"])
     assert plain.exit_code == 0 and "a.txt" not in plain.output
+    # the corpus goes with its expanded version and the configuration that names it
+    deleted = runner.invoke(app, ["corpus", "delete", "kb", "--yes"])
+    assert deleted.exit_code == 0, deleted.output
+    assert "2 index collections" in " ".join(deleted.output.split())
