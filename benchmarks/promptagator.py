@@ -66,8 +66,10 @@ def pick_examples(dataset: Path, split: str, count: int, seed: int) -> list[dict
     ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def task_parser(doc: str | None, *, max_documents: int | None) -> argparse.ArgumentParser:
+    """The options every few-shot benchmark on a BEIR folder takes: the dataset and its splits, the task's examples
+    (how many, seeded) and its descriptions, and how many documents get queries (``max_documents`` by default)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", type=Path, required=True)
     parser.add_argument("--split", default="test")
     parser.add_argument("--train-split", default="train")
@@ -76,7 +78,12 @@ def main() -> None:
     parser.add_argument("--e-doc", default="Document")
     parser.add_argument("--e-query", default="Query")
     parser.add_argument("--description", default="")
-    parser.add_argument("--max-documents", type=int, default=None)
+    parser.add_argument("--max-documents", type=int, default=max_documents)
+    return parser
+
+
+def main() -> None:
+    parser = task_parser(__doc__, max_documents=None)
     parser.add_argument("--queries-per-doc", type=int, default=1)
     parser.add_argument("--rows", default=",".join(ROWS))
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=JSON")

@@ -84,16 +84,9 @@ def print_report(console: Any, title: str, split: str, report: dict[str, Any]) -
 
 def parse_args(doc: str | None) -> argparse.Namespace:
     """``search_configs.py``'s command line (its module docstring says what each row and option is)."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", type=Path, required=True)
-    parser.add_argument("--split", default="test")
-    parser.add_argument("--train-split", default="train")
-    parser.add_argument("--examples", type=int, default=8)
-    parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--e-doc", default="Document")
-    parser.add_argument("--e-query", default="Query")
-    parser.add_argument("--description", default="")
-    parser.add_argument("--max-documents", type=int, default=400)
+    from promptagator import task_parser
+
+    parser = task_parser(doc, max_documents=400)
     parser.add_argument("--queries-per-doc", type=int, default=3)
     parser.add_argument(
         "--round-trip-k", type=int, default=None, help="round-trip depth (default: from the task's examples, 10-100)"
