@@ -26,6 +26,10 @@ from ferret.core.db.corpus import get_corpus
 from ferret.core.db.engine import session_scope
 from ferret.core.db.index_version import list_index_versions
 from ferret.core.db.models import Document, IndexState, Job, JobState, Passage
+from ferret.core.encoder.registry import ModelRegistry
+from ferret.core.index.edge_backend import EdgeIndexBackend
+from ferret.core.index.points import Expansion
+from ferret.core.index.versioned_collection import VersionedCollection
 from ferret.core.settings import FerretSettings, get_settings
 from ferret.core.sources.documents import Document as SourceDocument
 
@@ -86,8 +90,9 @@ def test_connectors_get_the_same_limits() -> None:
     assert isinstance(SourceDocument.or_skipped(external_id="ok", text="x", metadata=nested(8)), SourceDocument)
 
 
-def poison_active_version(settings: FerretSettings) -> str:
-    """What a push did before the limits: the document in the database and its point in the active shard."""
+def poison_active_version(settings: FerretSettings, version: int | None = None) -> str:
+    """What a push did before the limits: the document in the database and its point in the active shard (or in
+    that of ``version``)."""
     with session_scope(settings.database_url) as session:
         corpus = get_corpus(session, "live")
         document = Document(
@@ -103,8 +108,12 @@ def poison_active_version(settings: FerretSettings) -> str:
         document.passages = [Passage(corpus_id=corpus.id, ordinal=0, text=document.body, token_count=6)]
         session.add(document)
         session.commit()
-        active = next(v for v in list_index_versions(session, corpus) if v.state == IndexState.ACTIVE)
-        collection = active.collection
+        poisoned = next(
+            v
+            for v in list_index_versions(session, corpus)
+            if (v.state == IndexState.ACTIVE if version is None else v.version == version)
+        )
+        collection = poisoned.collection
     shard = qe.EdgeShard.load(str(settings.qdrant_path / "collections" / collection))
     point = qe.Point(
         "00000000-0000-0000-0000-000000000001",
@@ -167,6 +176,37 @@ def test_repair_quarantines_the_document_and_rebuilds(home: Any, monkeypatch: py
         response = search(client, home, "glaciers fjords poisoned")
         assert response.status_code == 200
         assert [hit["external_id"] for hit in response.json()["results"]] == ["seed"]
+
+
+def test_repair_does_not_rebuild_an_expanded_version_as_a_plain_one(home: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = home.settings
+    backend = EdgeIndexBackend(settings.qdrant_path)
+    try:
+        with session_scope(settings.database_url) as session:
+            corpus = get_corpus(session, "live")
+            seed = session.scalar(select(Document).where(Document.external_id == "seed"))
+            assert seed is not None
+            model = ModelRegistry(session, settings).ensure_base()
+            expansion = Expansion({seed.id: ["norwegian inlets"]}, {"key": "pipeline-1"})
+            expanded = VersionedCollection(session, settings, backend, corpus).build(model, expansion=expansion)
+            assert expanded.version == 3 and expanded.state == IndexState.READY
+    finally:
+        backend.close()
+    collection = poison_active_version(settings, version=3)
+    monkeypatch.setenv("FERRET_HOME", str(settings.home))
+    get_settings.cache_clear()
+    try:
+        result = CliRunner().invoke(cli_app, ["index", "repair", "--corpus", "live"])
+    finally:
+        get_settings.cache_clear()
+    assert result.exit_code == 0, result.output
+    assert "failed version(s) that cannot be loaded: 3" in result.output
+    assert "not rebuilt: version(s) 3 held a document expansion" in " ".join(result.output.split())
+    assert "built" not in result.output.replace("not rebuilt", "")  # no plain duplicate of version 2's model
+    with session_scope(settings.database_url) as session:
+        states = {v.version: v.state for v in list_index_versions(session, get_corpus(session, "live"))}
+    assert states == {1: IndexState.READY, 2: IndexState.ACTIVE, 3: IndexState.FAILED}
+    assert not (settings.qdrant_path / "collections" / collection).exists()
 
 
 def test_with_no_good_version_left_the_error_names_the_repair_command(home: Any) -> None:

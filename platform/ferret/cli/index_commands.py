@@ -168,6 +168,11 @@ def repair(
         if report.get("rebuilt") is not None:
             action = "built and promoted" if report.get("promoted") else "built"
             console.print(f"{action} version {report['rebuilt']} ({report.get('rebuilt_points')} points)")
+        if expanded := report.get("expanded"):
+            console.print(
+                f"not rebuilt: version(s) {', '.join(map(str, expanded))} held a document expansion; run the task's "
+                "pipeline again with --expand to make a new one (its configuration serves the plain index meanwhile)"
+            )
         if not (report.get("quarantined") or report.get("unreadable")):
             console.print(f"corpus {corpus}: every live version loads and every document is within the limits")
         console.print(f"(job {job.id})", highlight=False)

@@ -68,6 +68,9 @@ class RepairReport:
     """Version numbers that could not be loaded (now failed)."""
     rebuilt: IndexVersion | None = None
     promoted: bool = False
+    expanded: list[int] = field(default_factory=list)
+    """Failed version numbers that held a document expansion: not rebuilt (their queries belong to a pipeline run;
+    running the task's pipeline again with ``--expand`` makes a new one)."""
 
 
 @contextmanager
@@ -448,14 +451,18 @@ class VersionedCollection:
                 self.replace_unreadable(index_version, error.reason)
                 broken.append((index_version, was_active))
                 report.unreadable.append(index_version.version)
-        if broken:
-            newest, was_active = max(broken, key=lambda pair: pair[0].version)
+        report.expanded = [v.version for v, _ in broken if v.expansion]
+        # A plain rebuild of an expanded version would be a duplicate of its model's plain version, not the version
+        # its configuration names; such a version is rebuilt only when nothing else is left to serve.
+        plain = [pair for pair in broken if not pair[0].expansion]
+        if plain or (broken and active_index_version(self.session, self.corpus) is None):
+            newest, was_active = max(plain or broken, key=lambda pair: pair[0].version)
             report.rebuilt = self.build(newest.model_version, progress=progress)
             if was_active or active_index_version(self.session, self.corpus) is None:
                 self.promote(report.rebuilt, actor=actor)
                 report.promoted = True
-            for index_version, _ in broken:
-                self.backend.drop_collection(index_version.collection)
+        for index_version, _ in broken:
+            self.backend.drop_collection(index_version.collection)
         record_event(
             self.session,
             actor,
@@ -465,6 +472,7 @@ class VersionedCollection:
                 "quarantined": len(report.quarantined),
                 "unreadable": report.unreadable,
                 "rebuilt": report.rebuilt.version if report.rebuilt is not None else None,
+                "expanded": report.expanded,
             },
         )
         self.session.commit()

@@ -96,6 +96,7 @@ def run_repair(context: StageContext, payload: Payload) -> Payload:
         "rebuilt": rebuilt.version if rebuilt is not None else None,
         "rebuilt_points": rebuilt.point_count if rebuilt is not None else None,
         "promoted": report.promoted,
+        "expanded": list(report.expanded),
     }
 
 
