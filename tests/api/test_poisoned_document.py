@@ -152,9 +152,8 @@ def test_a_poisoned_version_fails_on_reload_and_the_corpus_serves_from_the_last_
         assert [e.action for e in list_events(session)][:2] == ["index.promote", "index.unreadable"]
 
 
-def test_repair_quarantines_the_document_and_rebuilds(home: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    settings = home.settings
-    poison_active_version(settings)
+def repair_live(settings: FerretSettings, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``ferret index repair --corpus live`` on this home; its output."""
     monkeypatch.setenv("FERRET_HOME", str(settings.home))
     get_settings.cache_clear()
     try:
@@ -162,8 +161,15 @@ def test_repair_quarantines_the_document_and_rebuilds(home: Any, monkeypatch: py
     finally:
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
-    assert "quarantined poison: metadata is nested deeper than 8 levels" in result.output
-    assert "built and promoted version 3" in result.output
+    return result.output
+
+
+def test_repair_quarantines_the_document_and_rebuilds(home: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = home.settings
+    poison_active_version(settings)
+    output = repair_live(settings, monkeypatch)
+    assert "quarantined poison: metadata is nested deeper than 8 levels" in output
+    assert "built and promoted version 3" in output
     with session_scope(settings.database_url) as session:
         row = session.scalar(select(Document).where(Document.external_id == "poison"))
         assert row is not None and row.quarantine_reason == "metadata is nested deeper than 8 levels"
@@ -193,16 +199,10 @@ def test_repair_does_not_rebuild_an_expanded_version_as_a_plain_one(home: Any, m
     finally:
         backend.close()
     collection = poison_active_version(settings, version=3)
-    monkeypatch.setenv("FERRET_HOME", str(settings.home))
-    get_settings.cache_clear()
-    try:
-        result = CliRunner().invoke(cli_app, ["index", "repair", "--corpus", "live"])
-    finally:
-        get_settings.cache_clear()
-    assert result.exit_code == 0, result.output
-    assert "failed version(s) that cannot be loaded: 3" in result.output
-    assert "not rebuilt: version(s) 3 held a document expansion" in " ".join(result.output.split())
-    assert "built" not in result.output.replace("not rebuilt", "")  # no plain duplicate of version 2's model
+    output = repair_live(settings, monkeypatch)
+    assert "failed version(s) that cannot be loaded: 3" in output
+    assert "not rebuilt: version(s) 3 held a document expansion" in " ".join(output.split())
+    assert "built" not in output.replace("not rebuilt", "")  # no plain duplicate of version 2's model
     with session_scope(settings.database_url) as session:
         states = {v.version: v.state for v in list_index_versions(session, get_corpus(session, "live"))}
     assert states == {1: IndexState.READY, 2: IndexState.ACTIVE, 3: IndexState.FAILED}
