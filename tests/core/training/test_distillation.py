@@ -31,10 +31,13 @@ def _margins(path: Path | str, scale: float) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_the_student_learns_the_teachers_margins(tmp_path: Path) -> None:
-    # The teacher says: the second and fourth "positives" are worse than their negatives (margin −4), the others
-    # better (+4). The base encoder prefers every positive, so only learning the margins flips those two.
-    teacher = [[2.0, -2.0], [-2.0, 2.0], [2.0, -2.0], [-2.0, 2.0]]
+@pytest.mark.parametrize("logit", [2.0, 0.02])
+def test_the_student_learns_the_teachers_margins_whatever_their_scale(tmp_path: Path, logit: float) -> None:
+    # The teacher says: the second and fourth "positives" are worse than their negatives, the others better. The base
+    # encoder prefers every positive, so only learning the margins flips those two. A teacher whose margins are a
+    # hundredth of the student's (±0.04) teaches the same orderings: its margins are scaled to the student's, so
+    # the student does not shrink every margin by pulling its vectors together.
+    teacher = [[logit, -logit], [-logit, logit], [logit, -logit], [-logit, logit]]
     config = DistillationConfig(epochs=1, cpu_min_steps=30, batch_size=4, learning_rate=1e-4, scale=20.0)
     before = _margins(base_model_path(), config.scale)
     assert (before > 0).all()
@@ -44,6 +47,8 @@ def test_the_student_learns_the_teachers_margins(tmp_path: Path) -> None:
     assert report["objective"] == "margin-mse" and report["steps"] == 30
     assert report["loss_last"] < report["loss_first"] / 4
     assert after[1] < 0 and after[3] < 0 and after[0] > 0 and after[2] > 0, after
+    assert report["teacher_scale"] == pytest.approx(np.sqrt(np.mean(before**2)) / (2 * logit), rel=1e-3)
+    assert np.abs(after).mean() > 0.5 * np.abs(before).mean(), (before, after)  # margins kept, not shrunk
 
 
 def test_distillation_refuses_too_few_groups_and_mismatched_scores(tmp_path: Path) -> None:
