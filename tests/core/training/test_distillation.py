@@ -56,6 +56,8 @@ def test_distillation_refuses_too_few_groups_and_mismatched_scores(tmp_path: Pat
         train_margin_mse(GROUPS, [[0.0, 0.0]] * 4, base_model_path(), tmp_path / "s")
     with pytest.raises(InvalidInputError, match="do not match the training groups"):
         train_margin_mse(GROUPS, [[0.0]] * 4, base_model_path(), tmp_path / "s", minimum_pairs=1)
+    with pytest.raises(InvalidInputError, match=r"^The teacher scores each query's documents alike"):
+        train_margin_mse(GROUPS, [[1.0, 1.0]] * 4, base_model_path(), tmp_path / "s", minimum_pairs=1)
     assert not (tmp_path / "s").exists()
 
 

@@ -14,11 +14,11 @@ in-batch loss's temperature).
 
 The teacher's margins are brought to the student's scale first: one factor, the ratio of the student's margin
 spread (root mean square over up to ``CALIBRATION_GROUPS`` triples, before training) to the teacher's. GPL's teacher
-is an MS MARCO cross-encoder whose logits span ±10; Ferret's is trained on a few hundred synthetic pairs, and its
-margins can be a tenth of the student's. Matched as they were, the cheapest way to shrink every margin is to pull all
-vectors together: on SciFact (1,168 groups, margin-MSE 22.3 → 0.21) the student's documents ended at a mean cosine
-of 0.94 with one another (0.13 before) and hybrid search read BM25's figures (benchmarks/RESULTS.md, thirty-fourth
-session). One factor keeps every ordering the teacher gives.
+is an MS MARCO cross-encoder whose logits span ±10; Ferret's is trained on a few hundred synthetic pairs, and on
+SciFact its margins were a thirteenth of the student's. Matched as they were, the cheapest way to shrink every
+margin is to pull all vectors together: on SciFact (1,168 groups, margin-MSE 22.3 → 0.21) the student's documents
+ended at a mean cosine of 0.94 with one another (0.13 before) and hybrid search read BM25's figures
+(benchmarks/RESULTS.md, thirty-fourth session). One factor keeps every ordering the teacher gives.
 
 Negatives are the reranker's groups (``ferret.core.rerank.training.TrainingGroup``: ranks ``skip_top``..
 ``mine_depth`` of the hybrid first stage), one drawn anew per group and epoch. The teacher scores every
